@@ -1,0 +1,92 @@
+"""Every tunable of the decision, in one place, with the paper's values as defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wire_daemon.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PredictionConfig:
+    # Algorithm 1: one gradient step per MAPE iteration with this learning rate.
+    learning_rate: float = 0.1
+    gradient_steps_per_interval: int = 1
+    # Policy 4 ("input size equivalent to a group of completed tasks"): two sizes
+    # are the same when they differ by at most this fraction of the larger one.
+    same_input_relative_tolerance: float = 0.01
+
+    def validate(self) -> None:
+        _positive("prediction.learning_rate", self.learning_rate)
+        _at_least("prediction.gradient_steps_per_interval", self.gradient_steps_per_interval, 1)
+        _at_least("prediction.same_input_relative_tolerance", self.same_input_relative_tolerance, 0.0)
+
+
+@dataclass(frozen=True)
+class SteeringConfig:
+    charging_unit_s: float = 3600.0  # u
+    interval_s: float = 180.0  # t, the MAPE period = lag to launch/release
+    slots_per_instance: int = 4  # l
+    max_instances: int = 12
+    min_instances: int = 1  # the "minimal pool" kept while the workflow runs
+    # Algorithm 2 line 11: release only when restart cost <= this fraction of u.
+    release_restart_cost_fraction: float = 0.2
+    # Algorithm 3 line 28: one more instance when leftover work exceeds this fraction of u.
+    leftover_fraction: float = 0.2
+    # Condor priority hook: boost the first N ready tasks of each stage.
+    boost_first_tasks: int = 5
+    boost_priority: int = 10
+
+    def validate(self) -> None:
+        _positive("steering.charging_unit_s", self.charging_unit_s)
+        _positive("steering.interval_s", self.interval_s)
+        _at_least("steering.slots_per_instance", self.slots_per_instance, 1)
+        _at_least("steering.max_instances", self.max_instances, 1)
+        _at_least("steering.min_instances", self.min_instances, 0)
+        if self.min_instances > self.max_instances:
+            raise ConfigError("steering.min_instances must not exceed steering.max_instances")
+        _at_least("steering.release_restart_cost_fraction", self.release_restart_cost_fraction, 0.0)
+        _at_least("steering.leftover_fraction", self.leftover_fraction, 0.0)
+        _at_least("steering.boost_first_tasks", self.boost_first_tasks, 0)
+
+
+@dataclass(frozen=True)
+class EmulationConfig:
+    boot_lag_s: float = 180.0  # launch -> the instance's slots join the pool
+    negotiation_interval_s: float = 5.0  # Condor matches idle jobs to free slots this often
+    submit_delay_s: float = 1.0  # DAGMan: parents done -> node submitted
+    bandwidth_bytes_per_s: float = 125e6  # input/output transfer, per slot (1 Gbit/s)
+    initial_instances: int = 1  # pool already up when the workflow is submitted
+    time_scale: float = 1.0  # multiply every runtime and transfer time (study long runs)
+    seed: int = 0  # order of ready tasks within one DAGMan submit batch
+
+    def validate(self) -> None:
+        _at_least("emulation.boot_lag_s", self.boot_lag_s, 0.0)
+        _positive("emulation.negotiation_interval_s", self.negotiation_interval_s)
+        _at_least("emulation.submit_delay_s", self.submit_delay_s, 0.0)
+        _positive("emulation.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
+        _at_least("emulation.initial_instances", self.initial_instances, 0)
+        _positive("emulation.time_scale", self.time_scale)
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    prediction: PredictionConfig = field(default_factory=PredictionConfig)
+    steering: SteeringConfig = field(default_factory=SteeringConfig)
+    emulation: EmulationConfig = field(default_factory=EmulationConfig)
+
+    def validate(self) -> "ReplayConfig":
+        self.prediction.validate()
+        self.steering.validate()
+        self.emulation.validate()
+        return self
+
+
+def _positive(key: str, value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"{key} must be > 0 (got {value!r})")
+
+
+def _at_least(key: str, value: float, low: float) -> None:
+    if not value >= low:
+        raise ConfigError(f"{key} must be >= {low} (got {value!r})")
