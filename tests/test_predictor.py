@@ -91,7 +91,7 @@ def test_policy_1_evicted_task_leaves_stage_unstarted() -> None:
 # -- policy 2 -----------------------------------------------------------------
 
 
-def test_policy_2_running_tasks_only() -> None:
+def running_only_stage() -> tuple[Workflow, RunState]:
     wf, state = make(
         [TaskSpec(f"a{k}", "a") for k in range(5)] + [TaskSpec("b0", "b", parents=("a0",))]
     )
@@ -99,7 +99,27 @@ def test_policy_2_running_tasks_only() -> None:
     start(state, 0.0, "a0")
     start(state, 10.0, "a1")
     start(state, 40.0, "a2")
+    return wf, state
+
+
+def test_policy_2_stage_elapsed_reading_is_the_default() -> None:
+    wf, state = running_only_stage()
     p = OnlinePredictor(wf, PredictionConfig())
+    p.update(state, 100.0)
+    pred = p.predict(state, 100.0)
+    # The stage's oldest task has run 100 s: every active task of the stage is
+    # expected to keep its slot at least 100 s more (running: elapsed + 100 in all).
+    assert at(wf, pred, "a0") == (200.0, 200.0, 100.0, 2)
+    assert at(wf, pred, "a1") == (190.0, 190.0, 100.0, 2)
+    assert at(wf, pred, "a2") == (160.0, 160.0, 100.0, 2)
+    assert at(wf, pred, "a3") == (100.0, 100.0, 100.0, 2)
+    assert at(wf, pred, "a4") == (100.0, 100.0, 100.0, 2)
+    assert at(wf, pred, "b0") == (0.0, 0.0, 0.0, 1)
+
+
+def test_policy_2_running_tasks_only() -> None:
+    wf, state = running_only_stage()
+    p = OnlinePredictor(wf, PredictionConfig(running_only_estimate="median-elapsed"))
     p.update(state, 100.0)
     pred = p.predict(state, 100.0)
     # Elapsed 100, 90, 60 -> median 90. Running tasks: about to complete.

@@ -15,11 +15,21 @@ class PredictionConfig:
     # Policy 4 ("input size equivalent to a group of completed tasks"): two sizes
     # are the same when they differ by at most this fraction of the larger one.
     same_input_relative_tolerance: float = 0.01
+    # Policy 2 (a stage with running tasks and no completion). "stage-elapsed":
+    # every active task keeps a slot at least as long as the stage's oldest task
+    # has run (what the paper's §III-E analysis and §IV-A simulation assume);
+    # "median-elapsed": running tasks end now, unstarted ones last the median
+    # elapsed time (the literal §III-C text). See docs/decisions.md.
+    running_only_estimate: str = "stage-elapsed"
 
     def validate(self) -> None:
         _positive("prediction.learning_rate", self.learning_rate)
         _at_least("prediction.gradient_steps_per_interval", self.gradient_steps_per_interval, 1)
         _at_least("prediction.same_input_relative_tolerance", self.same_input_relative_tolerance, 0.0)
+        if self.running_only_estimate not in ("stage-elapsed", "median-elapsed"):
+            raise ConfigError(
+                f"prediction.running_only_estimate must be 'stage-elapsed' or 'median-elapsed' (got {self.running_only_estimate!r})"
+            )
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,12 @@ class SteeringConfig:
     min_instances: int = 1  # the "minimal pool" kept while the workflow runs
     # Algorithm 2 line 11: release only when restart cost <= this fraction of u.
     release_restart_cost_fraction: float = 0.2
+    # Algorithm 3's packing: "paper" drops an instance's overshoot past u (line
+    # 16); "fluid" carries it to the next instance (the §III-E arithmetic).
+    packing: str = "paper"
+    # A released instance is drained at once and terminated this long before its
+    # paid unit ends, so that its running tasks get every paid second to finish.
+    release_guard_s: float = 10.0
     # Algorithm 3 line 28: one more instance when leftover work exceeds this fraction of u.
     leftover_fraction: float = 0.2
     # Condor priority hook: boost the first N ready tasks of each stage.
@@ -47,6 +63,9 @@ class SteeringConfig:
             raise ConfigError("steering.min_instances must not exceed steering.max_instances")
         _at_least("steering.release_restart_cost_fraction", self.release_restart_cost_fraction, 0.0)
         _at_least("steering.leftover_fraction", self.leftover_fraction, 0.0)
+        _at_least("steering.release_guard_s", self.release_guard_s, 0.0)
+        if self.packing not in ("paper", "fluid"):
+            raise ConfigError(f"steering.packing must be 'paper' or 'fluid' (got {self.packing!r})")
         _at_least("steering.boost_first_tasks", self.boost_first_tasks, 0)
 
 

@@ -201,7 +201,7 @@ class OnlinePredictor:
             if idx.size == 0:
                 continue
             if stage.n_completed == 0:
-                self._policy_2(out, state, now, idx)
+                self._policy_2(out, state, now, idx, self.config.running_only_estimate)
             else:
                 self._policies_3_to_5(out, stage, state, now, idx)
         done = state.status == TaskStatus.DONE
@@ -218,15 +218,31 @@ class OnlinePredictor:
         return stage.pending
 
     @staticmethod
-    def _policy_2(out: Prediction, state: RunState, now: float, idx: np.ndarray) -> None:
-        # Running tasks, no completion: presume the running tasks are about to
-        # complete (remaining 0) and that every unstarted task runs at least the
-        # median elapsed occupancy of the running ones. Elapsed time already
-        # contains the transfer so far, so no transfer estimate is added.
+    def _policy_2(out: Prediction, state: RunState, now: float, idx: np.ndarray, reading: str) -> None:
         is_running = state.status[idx] == TaskStatus.RUNNING
         run = idx[is_running]
         elapsed = np.maximum(now - state.start_time[run], 0.0)
         rest = idx[~is_running]
+        if reading == "stage-elapsed":
+            # The reading the paper's own analysis (§III-E) and linear-workflow
+            # simulation (§IV-A) imply: while no task of the stage has completed,
+            # every active task of the stage is expected to keep a slot busy for
+            # at least as long as the stage's oldest task has been running. It
+            # makes the pool grow by one instance every U/N while a stage of N
+            # tasks stays unmeasured; see docs/decisions.md.
+            longest = float(elapsed.max())
+            out.occupancy_s[run] = elapsed + longest
+            out.exec_s[run] = elapsed + longest
+            out.remaining_s[run] = longest
+            out.occupancy_s[rest] = longest
+            out.exec_s[rest] = longest
+            out.remaining_s[rest] = longest
+            out.policy[idx] = POLICY_RUNNING_ONLY
+            return
+        # "median-elapsed", the literal §III-C text: presume the running tasks
+        # are about to complete (remaining 0) and that every unstarted task runs
+        # at least the median elapsed occupancy of the running ones. Elapsed
+        # time already contains the transfer so far, so no transfer is added.
         median = float(np.median(elapsed))
         out.occupancy_s[run] = elapsed
         out.exec_s[run] = elapsed

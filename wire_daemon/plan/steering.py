@@ -23,6 +23,14 @@ Decisions where the paper is silent:
   released are the cheapest to restart (the paper asks to minimise it).
 * ``m`` counts every live instance, including those still booting: they are
   paid for and will serve the next interval.
+* When a release takes effect. The paper times every change for the start of
+  the next interval, yet only releases instances whose unit ends *before*
+  it: on a real cloud, terminating at the interval start would already have
+  paid the next unit. So a released instance is drained at once (Condor
+  starts nothing new on it) and terminated ``release_guard_s`` before its
+  unit ends (``release_time``); its restart cost c_j is the occupancy its
+  tasks have sunk at that moment. Running tasks that end before then are
+  not lost.
 """
 
 from __future__ import annotations
@@ -39,7 +47,8 @@ class InstanceView:
 
     instance_id: str
     time_to_next_charge_s: float  # r_j, measured from now
-    restart_cost_s: float  # c_j, max sunk occupancy of its tasks at the next interval
+    restart_cost_s: float  # c_j, max sunk occupancy of its tasks when the release takes effect
+    release_at: float = 0.0  # when a release would take effect (see ``release_time``)
 
 
 @dataclass
@@ -48,7 +57,13 @@ class SteeringDecision:
     planned: int  # Algorithm 3's p before clamping
     launch: int = 0
     release: list[str] = field(default_factory=list)
+    release_at: dict[str, float] = field(default_factory=dict)  # instance -> termination time
     rule: str = ""  # which rule fired, for the decisions log
+
+
+def release_time(now: float, time_to_next_charge_s: float, guard_s: float) -> float:
+    """When to terminate an instance released now: just before its paid unit ends."""
+    return now + max(time_to_next_charge_s - guard_s, 0.0)
 
 
 def resize_pool(
@@ -57,8 +72,15 @@ def resize_pool(
     slots_per_instance: int,
     leftover_fraction: float = 0.2,
     max_instances: int | None = None,
+    carry_overshoot: bool = False,
 ) -> int:
-    """Algorithm 3: the number of instances the upcoming load keeps busy for a unit."""
+    """Algorithm 3: the number of instances the upcoming load keeps busy for a unit.
+
+    ``carry_overshoot`` is the fluid variant: when an instance's unit fills, the
+    busy time beyond ``u`` and the tasks still in its slots count toward the
+    next instance instead of being dropped (line 16). It is not the paper's
+    algorithm, but the packing its §III-E arithmetic assumes (p = load / u).
+    """
     u, l = charging_unit_s, slots_per_instance
     p = 0
     used = 0.0
@@ -74,11 +96,13 @@ def resize_pool(
             used += shortest
             if used >= u:
                 p += 1
-                used, slots = 0.0, []
                 if max_instances is not None and p >= max_instances:
                     return p
-            else:
-                slots = [t - shortest for t in slots if t != shortest]
+                if not carry_overshoot:
+                    used, slots = 0.0, []
+                    continue
+                used -= u
+            slots = [t - shortest for t in slots if t != shortest]
     if p == 0 or max(slots, default=0.0) > leftover_fraction * u:
         p += 1
     return p
@@ -113,6 +137,7 @@ def steer(
         config.slots_per_instance,
         config.leftover_fraction,
         config.max_instances,
+        config.packing == "fluid",
     )
     target = min(max(planned, config.min_instances), config.max_instances)
     m = len(instances)
@@ -128,4 +153,5 @@ def steer(
         config.release_restart_cost_fraction,
     )
     rule = "shrink: unit ends before next interval, restart cost low" if release else "hold: no instance cheap to release now"
-    return SteeringDecision(m - len(release), planned, release=release, rule=rule)
+    when = {i.instance_id: i.release_at for i in instances if i.instance_id in release}
+    return SteeringDecision(m - len(release), planned, release=release, release_at=when, rule=rule)

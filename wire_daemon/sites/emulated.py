@@ -14,8 +14,9 @@ The model, and the choices made where reality offers several:
   transfers being its file bytes over ``bandwidth_bytes_per_s``; the whole
   occupancy is multiplied by ``time_scale``.
 * An instance is billed per started charging unit from its launch; it runs
-  tasks from ``launch + boot_lag_s``. Terminating it ends its billing at once
-  and evicts its running jobs, which restart from zero when matched again.
+  tasks from ``launch + boot_lag_s``. A retired (draining) instance takes no
+  new job. Terminating it ends its billing at once and evicts its running
+  jobs, which restart from zero when matched again.
 * The initial pool is up at time zero (it exists when the workflow starts).
 * Ready tasks submitted in the same instant are shuffled with ``seed``: the
   order in which DAGMan submits siblings is not something a policy can rely on.
@@ -45,6 +46,7 @@ class _EmuInstance:
     ready_time: float
     slots: int
     end_time: float | None = None
+    draining: bool = False
     running: set[int] = field(default_factory=set)
 
     @property
@@ -151,6 +153,11 @@ class EmulatedSite:
             heapq.heappush(self._idle, (-priority, int(self._submit_seq[task]), task))
             self._request_negotiation()
 
+    def retire_instance(self, instance_id: str) -> None:
+        inst = self._instances.get(instance_id)
+        if inst is not None:
+            inst.draining = True
+
     # -- Accounting --------------------------------------------------------
 
     def cost_units(self, until: float) -> int:
@@ -219,7 +226,7 @@ class EmulatedSite:
     def _free_slots(self) -> list[str]:
         free: list[str] = []
         for inst in self._instances.values():
-            if inst.alive and inst.ready_time <= self.time:
+            if inst.alive and not inst.draining and inst.ready_time <= self.time:
                 free.extend([inst.instance_id] * (inst.slots - len(inst.running)))
         free.reverse()  # pop() takes the oldest instance first
         return free
@@ -282,6 +289,8 @@ class EmulatedSite:
         self._instances[inst.instance_id] = inst
         if ready_time > self.time:
             self._push(ready_time, _BOOT, inst.instance_id)
+        else:
+            self._request_negotiation()
         return inst
 
     def _view(self, inst: _EmuInstance) -> Instance:

@@ -62,6 +62,9 @@ class Cloud(Protocol):
 class CondorControl(Protocol):
     def set_job_priority(self, task_id: str, priority: int) -> None: ...
 
+    def retire_instance(self, instance_id: str) -> None:
+        """Drain a worker: start no new job on it; running jobs go on."""
+
 
 class Clock(Protocol):
     def now(self) -> float: ...
