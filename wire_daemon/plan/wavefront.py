@@ -4,8 +4,9 @@ Given the task states, the predicted remaining occupancies and the pool, it
 plays the next ``interval`` forward: running tasks end at their predicted
 times, their children become ready, and freed slots take queued tasks first
 come, first served in Condor's order (priority, then submit order). What is
-still active when the interval ends is the *upcoming load*; the occupancy a
-task has sunk by then is what a release would throw away (restart cost).
+still active when the interval ends is the *upcoming load*. An instance's
+restart cost is the largest occupancy a task on it has sunk at the moment its
+release would take effect (``release_at``, by default the interval's end).
 
 Decisions where the paper is silent:
 
@@ -65,9 +66,10 @@ def simulate_interval(
     now: float,
     interval_s: float,
     queue_order: np.ndarray,
+    release_at: dict[str, float] | None = None,
 ) -> UpcomingLoad:
     """Project the next ``interval_s`` seconds; see the module notes for the rules."""
-    sim = _Projection(state, remaining_s, occupancy_s, pool, now, now + interval_s)
+    sim = _Projection(state, remaining_s, occupancy_s, pool, now, now + interval_s, release_at or {})
     sim.place_running()
     sim.queue.extend(int(i) for i in queue_order)
     sim.run()
@@ -83,6 +85,7 @@ class _Projection:
         pool: Sequence[PoolSlots],
         now: float,
         horizon: float,
+        release_at: dict[str, float],
     ) -> None:
         self.state = state
         self.wf = state.workflow
@@ -92,6 +95,8 @@ class _Projection:
         self.horizon = horizon
         self.free: list[str] = []  # one entry per free slot, by instance
         self.capacity = {p.instance_id: p.slots for p in pool}
+        self.cost_at = {i: min(release_at.get(i, horizon), horizon) for i in self.capacity}
+        self.restart_cost: dict[str, float] = {i: 0.0 for i in self.capacity}
         self.ends: list[tuple[float, int, int]] = []  # (end time, order, task)
         self.start: dict[int, float] = {}
         self.where: dict[int, str | None] = {}
@@ -120,17 +125,18 @@ class _Projection:
         self._fill(t)
         while self.ends and self.ends[0][0] <= self.horizon:
             t, _, task = heapq.heappop(self.ends)
-            self._finish(task)
+            self._finish(task, t)
             while self.ends and self.ends[0][0] <= t:  # same instant: free all before filling
-                self._finish(heapq.heappop(self.ends)[2])
+                self._finish(heapq.heappop(self.ends)[2], t)
             self._fill(t)
 
-    def _finish(self, task: int) -> None:
+    def _finish(self, task: int, t: float) -> None:
         self.done += 1
         host = self.where.pop(task)
-        self.start.pop(task)
+        start = self.start.pop(task)
         if host is not None:
             self.free.append(host)
+            self._sunk_at_release(host, start, t)
         for child in self.wf.children(task):
             self._parent_done(int(child))
 
@@ -160,6 +166,11 @@ class _Projection:
             return self.remaining_s[task]
         return self.occupancy_s[task]
 
+    def _sunk_at_release(self, host: str, start: float, end: float) -> None:
+        moment = self.cost_at[host]
+        if start < moment < end:
+            self.restart_cost[host] = max(self.restart_cost[host], moment - start)
+
     def _occupy(self, task: int, host: str | None, end: float) -> None:
         self.where[task] = host
         heapq.heappush(self.ends, (end, self._order, task))
@@ -172,15 +183,14 @@ class _Projection:
         tasks = [task for _, task in on_pool] + queued
         remaining = [end - self.horizon for end, _ in on_pool] + [float(self.occupancy_s[t]) for t in queued]
         sunk = [self.horizon - self.start[task] for _, task in on_pool] + [0.0] * len(queued)
-        restart: dict[str, float] = {i: 0.0 for i in self.capacity}
-        for (_, task), cost in zip(on_pool, sunk):
+        for end, task in on_pool:
             host = self.where[task]
             if host is not None:
-                restart[host] = max(restart[host], cost)
+                self._sunk_at_release(host, self.start[task], end)
         return UpcomingLoad(
             task=np.array(tasks, dtype=np.int64),
             remaining_s=np.array(remaining, dtype=np.float64),
             sunk_s=np.array(sunk, dtype=np.float64),
-            restart_cost_s=restart,
+            restart_cost_s=self.restart_cost,
             projected_done=self.done,
         )

@@ -1,0 +1,54 @@
+"""Plain-text rendering of decisions and replay summaries for the terminal."""
+
+from __future__ import annotations
+
+import math
+
+from wire_daemon.loop import DecisionRecord
+from wire_daemon.replay import ReplayResult
+
+_POLICY_LABELS = {1: "p1", 2: "p2", 3: "p3", 4: "p4", 5: "p5", 9: "oracle"}
+
+
+def format_decision(r: DecisionRecord) -> str:
+    change = ""
+    if r.launched:
+        change = f" launch {len(r.launched)}"
+    if r.released:
+        change += f" release {','.join(r.released)}"
+    preds = " ".join(f"{_POLICY_LABELS.get(k, k)}={v}" for k, v in sorted(r.prediction_policies.items()))
+    return (
+        f"t={r.time:8.0f}s done={r.done:5d} run={r.running:4d} idle={r.idle:5d} "
+        f"pool={r.pool:3d} -> {r.target:3d} (p={r.planned}){change or ' -'}; "
+        f"load {r.upcoming_tasks} tasks/{r.upcoming_load_s:.0f}s; {r.rule}"
+        + (f"; predictions {preds}" if preds else "")
+    )
+
+
+def format_table(results: dict[str, ReplayResult]) -> str:
+    header = f"{'policy':<20} {'cost(units)':>11} {'makespan(s)':>12} {'rel.time':>8} {'util':>6} {'peak':>5} {'restarts':>8} {'decision ms mean/max':>21}"
+    lines = [header, "-" * len(header)]
+    for name, r in results.items():
+        lines.append(
+            f"{name:<20} {r.cost_units:>11d} {r.makespan_s:>12.1f} {r.relative_time:>8.3f} {r.utilization:>6.3f} "
+            f"{r.peak_instances:>5d} {r.restarts:>8d} {r.decision_mean_s * 1e3:>10.2f}/{r.decision_max_s * 1e3:<10.2f}"
+        )
+    errors = [(name, r) for name, r in results.items() if r.errors]
+    if errors:
+        lines.append("")
+        lines.append("prediction error (policies 3-5, last prediction before each task started):")
+        for name, r in errors:
+            parts = []
+            for e in r.errors:
+                if e.tasks == 0:
+                    parts.append(f"{e.stage_class}: -")
+                elif e.unit == "s":
+                    parts.append(f"{e.stage_class}: {e.tasks} tasks, mean |err| {e.mean_abs:.2f} s")
+                else:
+                    parts.append(f"{e.stage_class}: {e.tasks} tasks, mean |rel err| {_pct(e.mean_abs)}")
+            lines.append(f"  {name:<12} " + "; ".join(parts))
+    return "\n".join(lines)
+
+
+def _pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{100 * x:.1f}%"
