@@ -33,7 +33,7 @@ def format_table(results: dict[str, ReplayResult]) -> str:
             f"{name:<20} {r.cost_units:>11d} {r.makespan_s:>12.1f} {r.relative_time:>8.3f} {r.utilization:>6.3f} "
             f"{r.peak_instances:>5d} {r.restarts:>8d} {r.decision_mean_s * 1e3:>10.2f}/{r.decision_max_s * 1e3:<10.2f}"
         )
-    errors = [(name, r) for name, r in results.items() if r.errors]
+    errors = [(name, r) for name, r in results.items() if any(e.tasks for e in r.errors)]
     if errors:
         lines.append("")
         lines.append("prediction error (policies 3-5, last prediction before each task started):")

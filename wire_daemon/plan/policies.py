@@ -156,7 +156,8 @@ class ReactiveConservingPolicy:
 
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
         running = state.running()
-        load = [self.config.interval_s] * (len(running) + len(queue_order))
+        tasks = np.concatenate([running, queue_order]).astype(np.int64)
+        load = np.full(tasks.size, self.config.interval_s)
         moments = release_moments(instances, now, self.config)
         restart: dict[str, float] = {}
         for task in running:  # assumed still running when the release takes effect
@@ -164,7 +165,8 @@ class ReactiveConservingPolicy:
             if host in moments:
                 restart[host] = max(restart.get(host, 0.0), moments[host] - float(state.start_time[task]))
         views = instance_views(instances, now, restart, self.config)
-        return PlanResult(steer(load, views, self.config))
+        upcoming = UpcomingLoad(tasks, load, np.zeros(tasks.size), restart)
+        return PlanResult(steer(load.tolist(), views, self.config), upcoming)
 
 
 def make_policy(
