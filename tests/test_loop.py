@@ -1,0 +1,73 @@
+"""The MAPE loop's own duties: the priority boost and timed releases."""
+
+import numpy as np
+
+from wire_daemon.config import EmulationConfig, SteeringConfig
+from wire_daemon.loop import MapeLoop, PriorityBoost
+from wire_daemon.monitor.run_state import RunState
+from wire_daemon.plan.policies import PlanResult
+from wire_daemon.plan.steering import SteeringDecision
+from wire_daemon.sites.emulated import EmulatedSite
+from wire_daemon.sites.ports import EventKind, TaskEvent
+from wire_daemon.workflow.model import TaskSpec, build_workflow
+
+
+class RecordingCondor:
+    def __init__(self):
+        self.calls = []
+
+    def set_job_priority(self, task_id, priority):
+        self.calls.append((task_id, priority))
+
+    def retire_instance(self, instance_id):
+        self.calls.append(("retire", instance_id))
+
+
+def _state():
+    specs = [TaskSpec(f"a{i}", "A") for i in range(8)] + [TaskSpec(f"b{i}", "B") for i in range(3)]
+    state = RunState(build_workflow("w", "test", specs))
+    for i, spec in enumerate(specs):
+        state.apply(TaskEvent(float(i), EventKind.SUBMITTED, spec.task_id))
+    return state
+
+
+def test_boost_first_five_ready_tasks_of_each_stage_once():
+    state = _state()
+    boost = PriorityBoost(state, first_n=5, priority=10)
+    condor = RecordingCondor()
+    assert boost.apply(state, condor) == 8
+    assert condor.calls == [(f"a{i}", 10) for i in range(5)] + [(f"b{i}", 10) for i in range(3)]
+    assert boost.apply(state, condor) == 0  # a stage's quota is spent once
+
+
+def test_queue_order_puts_boosted_tasks_first_then_submit_order():
+    state = _state()
+    state.apply(TaskEvent(20.0, EventKind.STARTED, "a0", host="i-1"))  # matched before the loop saw it
+    boost = PriorityBoost(state, first_n=2, priority=10)
+    boost.apply(state, RecordingCondor())
+    order = [state.workflow.task_ids[i] for i in boost.queue_order(state)]
+    assert order == ["a1", "a2", "b0", "b1", "a3", "a4", "a5", "a6", "a7", "b2"]
+
+
+class ReleaseFirstInstance:
+    name = "test"
+
+    def plan(self, now, state, instances, queue_order):
+        first = instances[0].instance_id
+        return PlanResult(SteeringDecision(0, 0, release=[first], release_at={first: 50.0}))
+
+
+def test_release_drains_now_and_terminates_at_its_time():
+    wf = build_workflow("w", "test", [TaskSpec("a", "A", runtime_s=30.0), TaskSpec("b", "A", runtime_s=30.0)])
+    site = EmulatedSite(wf, EmulationConfig(initial_instances=1, negotiation_interval_s=1.0), slots_per_instance=1, charging_unit_s=60.0)
+    site.advance_to(0.0)  # "a" or "b" starts on the only slot
+    loop = MapeLoop(RunState(wf), site, site, site, ReleaseFirstInstance(), SteeringConfig(), boost=False)
+    loop.iterate(0.0)
+    assert loop.pending_releases == {"i-00001": 50.0}
+    site.advance_to(45.0)  # the first task ended at 30; draining: the second never starts
+    started = [e.task_id for e in site.poll_events() if e.kind == EventKind.STARTED]
+    assert started == []
+    assert loop.release_due(49.0) == [] and site.list_instances()
+    assert loop.release_due(50.0) == ["i-00001"]
+    assert site.list_instances() == []
+    assert site.cost_units(50.0) == 1
