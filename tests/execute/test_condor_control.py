@@ -1,0 +1,113 @@
+"""The priority hook and worker retirement against a recording fake of htcondor2's surface."""
+
+import htcondor2
+import pytest
+
+from wire_daemon.execute.condor_control import HTCondorControl
+
+
+class FakeSchedd:
+    def __init__(self, fail=False):
+        self.edits = []
+        self.fail = fail
+
+    def edit(self, job_spec, attr, value, flags=htcondor2.TransactionFlag.Default):
+        if self.fail:
+            raise htcondor2.HTCondorException("schedd is down")
+        self.edits.append((tuple(job_spec), attr, value, flags))
+        return len(job_spec)
+
+
+class FakeCollector:
+    def __init__(self, ads):
+        self.ads = ads
+        self.queries = []
+
+    def query(self, ad_type=None, constraint=None, projection=None):
+        self.queries.append((ad_type, constraint, tuple(projection or ())))
+        return [ad for ad in self.ads if f'"{ad["WireInstanceId"]}"' in constraint and f'"{ad["WirePool"]}"' in constraint]
+
+
+class FakeStartd:
+    drained = []
+
+    def __init__(self, ad):
+        self.ad = ad
+
+    def drainJobs(self, drain_type=htcondor2.DrainType.Graceful, on_completion=None, check_expr=None, start_expr=None, reason=None):
+        FakeStartd.drained.append((self.ad["Machine"], drain_type, reason))
+        return "req-1"
+
+
+def _control(jobs, schedd=None, ads=()):
+    FakeStartd.drained = []
+    return HTCondorControl(schedd or FakeSchedd(), FakeCollector(list(ads)), jobs.get, "pool-a", startd_factory=FakeStartd)
+
+
+def test_priority_is_a_non_durable_edit_of_the_current_job():
+    jobs = {"mProject_ID01": "12.0"}
+    control = _control(jobs)
+    control.set_job_priority("mProject_ID01", 10)
+    assert control.schedd.edits == [(("12.0",), "JobPrio", "10", htcondor2.TransactionFlag.NonDurable)]
+
+
+def test_priority_is_reapplied_after_a_dagman_retry():
+    jobs = {"a": "12.0"}
+    control = _control(jobs)
+    control.set_job_priority("a", 10)
+    assert control.sync() == 0  # nothing changed
+    jobs["a"] = "15.0"  # DAGMan retried the node: a new cluster
+    assert control.sync() == 1
+    assert [e[0] for e in control.schedd.edits] == [("12.0",), ("15.0",)]
+
+
+def test_priority_waits_for_the_job_to_exist():
+    jobs = {}
+    control = _control(jobs)
+    control.set_job_priority("a", 10)
+    assert control.schedd.edits == []
+    jobs["a"] = "3.0"
+    assert control.sync() == 1
+
+
+def test_schedd_errors_are_logged_not_raised(caplog):
+    control = _control({"a": "1.0"}, schedd=FakeSchedd(fail=True))
+    control.set_job_priority("a", 10)
+    assert control.errors == 1
+    assert "could not set JobPrio" in caplog.text
+
+
+ADS = [
+    {"WireInstanceId": "i-0abc", "WirePool": "pool-a", "Machine": "w1", "Name": "slot1@w1", "State": "Claimed"},
+    {"WireInstanceId": "i-0abc", "WirePool": "pool-a", "Machine": "w1", "Name": "slot2@w1", "State": "Unclaimed"},
+    {"WireInstanceId": "i-0def", "WirePool": "pool-a", "Machine": "w2", "Name": "slot1@w2", "State": "Unclaimed"},
+    {"WireInstanceId": "i-0abc", "WirePool": "pool-b", "Machine": "x1", "Name": "slot1@x1", "State": "Claimed"},
+]
+
+
+def test_retire_drains_gracefully_only_our_instance():
+    control = _control({}, ads=ADS)
+    control.retire_instance("i-0def")
+    assert FakeStartd.drained == [("w2", htcondor2.DrainType.Graceful, "wire-daemon releases i-0def")]
+    ad_type, constraint, _ = control.collector.queries[0]
+    assert ad_type == htcondor2.AdType.Startd
+    assert constraint == 'WireInstanceId == "i-0def" && WirePool == "pool-a"'
+
+
+def test_retire_drains_each_startd_once():
+    control = _control({}, ads=ADS)
+    control.retire_instance("i-0abc")
+    assert [machine for machine, _, _ in FakeStartd.drained] == ["w1"]
+
+
+def test_claims_are_checked_right_before_termination():
+    control = _control({}, ads=ADS)
+    assert control.holds_claims("i-0abc") is True
+    assert control.holds_claims("i-0def") is False
+    assert control.holds_claims("i-0zzz") is False
+
+
+def test_unsafe_ids_never_reach_a_constraint():
+    control = _control({}, ads=ADS)
+    with pytest.raises(ValueError):
+        control.holds_claims('x" || true || "')
