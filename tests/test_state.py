@@ -1,0 +1,59 @@
+"""The SQLite state: survives a reopen, keeps open launch requests, names a bad file."""
+
+import pytest
+
+from wire_daemon.errors import InputError
+from wire_daemon.state import InstanceRecord, StateStore
+
+
+def test_everything_survives_a_reopen(tmp_path):
+    path = tmp_path / "state.sqlite"
+    store = StateStore(path)
+    daemon = store.daemon_id()
+    request = store.open_request(2, now=10.0)
+    store.record_instance(InstanceRecord("i-1", request, 11.0, 11.0, 4, "10.0.0.5", "pending"))
+    store.save_position("wf-a/events", {"offset": 1234, "inode": 7})
+    store.append_decision(12.0, {"target": 2, "rule": "grow"})
+    store.close()
+
+    again = StateStore(path)
+    assert again.daemon_id() == daemon
+    assert [r.request_id for r in again.open_requests()] == [request]
+    assert again.instances()[0].address == "10.0.0.5"
+    assert again.load_position("wf-a/events") == {"offset": 1234, "inode": 7}
+    assert list(again.decisions()) == [{"rule": "grow", "target": 2}]
+
+
+def test_requests_close_and_instances_end(tmp_path):
+    store = StateStore(tmp_path / "s.sqlite")
+    request = store.open_request(1, now=0.0)
+    store.record_instance(InstanceRecord("i-1", request, 1.0, 1.0, 4, "", "running"))
+    store.close_request(request)
+    assert store.open_requests() == []
+    store.mark_ended("i-1", "released: unit ends", now=50.0)
+    assert store.instances() == []
+    (ended,) = store.instances(live_only=False)
+    assert (ended.state, ended.ended_at, ended.end_reason) == ("terminated", 50.0, "released: unit ends")
+
+
+def test_positions_are_forgotten_by_prefix_only(tmp_path):
+    store = StateStore(tmp_path / "s.sqlite")
+    store.save_position("wf_1/a", {"o": 1})
+    store.save_position("wf_1/b", {"o": 2})
+    store.save_position("wfX1/c", {"o": 3})  # '_' is not a wildcard here
+    store.forget_positions("wf_1/")
+    assert store.load_position("wf_1/a") is None and store.load_position("wfX1/c") == {"o": 3}
+
+
+def test_decisions_since(tmp_path):
+    store = StateStore(tmp_path / "s.sqlite")
+    for t in (0.0, 180.0, 360.0):
+        store.append_decision(t, {"time": t})
+    assert [d["time"] for d in store.decisions(since=180.0)] == [180.0, 360.0]
+
+
+def test_a_garbage_file_is_named(tmp_path):
+    bad = tmp_path / "state.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(InputError, match="state.sqlite"):
+        StateStore(bad)
