@@ -1,0 +1,12 @@
+"""Monitor: incremental, restartable readers of what DAGMan, HTCondor and Pegasus write.
+
+* ``dag`` -- the DAGMan ``.dag`` (nodes, edges, retries, sub-DAGs, splices, rescue DAGs);
+* ``submit_file`` -- a node's ``.sub``; ``submit_dir`` -- the ``Workflow`` of a submit dir;
+* ``abstract_wf`` -- input sizes from the Pegasus abstract workflow and replica catalogs;
+* ``eventlog`` / ``eventtime`` -- the job event log through htcondor2; ``eventmap`` -- its
+  events as ``TaskEvent``s (``EventLogFollower``);
+* ``kickstart`` -- pegasus-kickstart records; ``jobstate`` -- jobstate.log; ``braindump``;
+* ``hosts`` -- execute host / kickstart address -> instance id;
+* ``position`` -- read positions that survive restarts; ``problems`` -- one-line warnings;
+* ``run_state`` -- the task states the loop keeps, fed by the task events.
+"""

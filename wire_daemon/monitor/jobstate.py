@@ -1,0 +1,169 @@
+"""Incremental reader of Pegasus ``jobstate.log`` (written by pegasus-monitord).
+
+Each line is ``<epoch seconds> <job> <state> <condor id or code> <site> <remote id> <submit seq>``,
+e.g. ``1677913809 ls_ID0000001 SUBMIT 9.0 condorpool - 2``. For ``*_SUCCESS`` and
+``*_FAILURE`` states the fourth column is the exit code instead of the Condor
+job id. Workflow-level lines have the job ``INTERNAL`` and the state between
+``***`` markers (``1677913788 INTERNAL *** DAGMAN_STARTED 7.0 ***``).
+
+The reader follows the file like the event-log reader (``position.py``): only
+complete lines are read, a half-written last line waits for the next call, a
+replaced or truncated file is read again from the start with a warning, and a
+line that cannot be read gives one warning naming file:line.
+
+``JobstateMapper`` turns lines into ``TaskEvent``s, for submit dirs that have
+no job event log (the fixtures): SUBMIT -> SUBMITTED, EXECUTE -> STARTED (no
+host: jobstate.log has none), JOB_SUCCESS / JOB_FAILURE -> FINISHED at the time
+of the preceding JOB_TERMINATED (occupancy ends when the job does, not when
+monitord noticed) with the exit code, JOB_HELD -> HELD, JOB_RELEASED ->
+RELEASED, JOB_EVICTED / SHADOW_EXCEPTION / JOB_RECONNECT_FAILED -> EVICTED,
+JOB_ABORTED -> ABORTED; other states (scripts, hold reasons...) are ignored.
+Times have one-second resolution.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from wire_daemon.monitor.position import AppendedReader, ReadPosition
+from wire_daemon.monitor.problems import Problems
+from wire_daemon.sites.ports import EventKind, TaskEvent
+
+INTERNAL = "INTERNAL"
+_SIMPLE = {
+    "SUBMIT": EventKind.SUBMITTED,
+    "EXECUTE": EventKind.STARTED,
+    "JOB_HELD": EventKind.HELD,
+    "JOB_RELEASED": EventKind.RELEASED,
+    "JOB_EVICTED": EventKind.EVICTED,
+    "SHADOW_EXCEPTION": EventKind.EVICTED,
+    "JOB_RECONNECT_FAILED": EventKind.EVICTED,
+    "JOB_ABORTED": EventKind.ABORTED,
+}
+
+
+@dataclass(frozen=True)
+class JobstateLine:
+    time: float
+    job: str
+    state: str
+    condor_id: str | None = None  # "9.0"; None on INTERNAL lines
+    exit_code: int | None = None  # *_SUCCESS / *_FAILURE lines
+    site: str | None = None
+    remote_id: str | None = None
+    submit_seq: int | None = None
+    line: int = 0
+
+    @property
+    def internal(self) -> bool:
+        return self.job == INTERNAL
+
+
+def parse_jobstate_line(text: str, line: int = 0) -> JobstateLine | None:
+    """One line, or None when it is not a jobstate line."""
+    words = text.split()
+    if len(words) < 3:
+        return None
+    try:
+        when = float(words[0])
+    except ValueError:
+        return None
+    if words[1] == INTERNAL:
+        inner = [w for w in words[2:] if w != "***"]
+        return JobstateLine(when, INTERNAL, inner[0], line=line) if inner else None
+    state = words[2]
+    fourth = words[3] if len(words) > 3 else None
+    code = _int(fourth) if state.endswith(("_SUCCESS", "_FAILURE")) else None
+    return JobstateLine(
+        time=when, job=words[1], state=state,
+        condor_id=None if code is not None else fourth, exit_code=code,
+        site=_dash(words, 4), remote_id=_dash(words, 5), submit_seq=_int(_dash(words, 6)), line=line,
+    )
+
+
+class JobstateReader:
+    """``read()`` returns the lines completed since the previous call."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], position: ReadPosition | None = None, problems: Problems | None = None
+    ) -> None:
+        self.path = os.fspath(path)
+        self.problems = problems or Problems()
+        self._bytes = AppendedReader(self.path, position, self.problems)
+
+    @property
+    def position(self) -> ReadPosition:
+        return self._bytes.position
+
+    def read(self) -> list[JobstateLine]:
+        chunk = self._bytes.read()
+        if chunk is None:
+            return []
+        complete = chunk.data.rfind(b"\n") + 1
+        if complete == 0:
+            return []
+        out: list[JobstateLine] = []
+        first = chunk.start.line + 1
+        text = chunk.data[:complete].decode("utf-8", errors="replace")
+        for number, raw in enumerate(text.splitlines(), first):
+            if not raw.strip():
+                continue
+            parsed = parse_jobstate_line(raw, number)
+            if parsed is None:
+                self.problems.warn(self.path, f"not a jobstate line: {raw[:60]!r}; skipped", number)
+            else:
+                out.append(parsed)
+        self._bytes.commit(chunk, complete)
+        return out
+
+
+@dataclass
+class JobstateMapper:
+    """jobstate lines -> task events (see the module docstring); ``terminated`` is its state."""
+
+    terminated: dict[str, float] = field(default_factory=dict)  # job -> time of JOB_TERMINATED
+
+    def map(self, lines: Iterable[JobstateLine]) -> list[TaskEvent]:
+        out: list[TaskEvent] = []
+        for line in lines:
+            event = self._map_one(line)
+            if event is not None:
+                out.append(event)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"terminated": dict(self.terminated)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "JobstateMapper":
+        return cls({str(k): float(v) for k, v in dict(data.get("terminated", {})).items()})
+
+    def _map_one(self, line: JobstateLine) -> TaskEvent | None:
+        if line.internal:
+            return None
+        if line.state == "JOB_TERMINATED":
+            self.terminated[line.job] = line.time
+            return None
+        if line.state in ("JOB_SUCCESS", "JOB_FAILURE"):
+            when = self.terminated.pop(line.job, line.time)
+            code = line.exit_code if line.exit_code is not None else (0 if line.state == "JOB_SUCCESS" else 1)
+            return TaskEvent(when, EventKind.FINISHED, line.job, exit_code=code)
+        kind = _SIMPLE.get(line.state)
+        return TaskEvent(line.time, kind, line.job) if kind is not None else None
+
+
+def _dash(words: list[str], i: int) -> str | None:
+    if i >= len(words) or words[i] == "-":
+        return None
+    return words[i]
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
