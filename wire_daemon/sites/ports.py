@@ -43,6 +43,7 @@ class Instance:
     state: str = "running"  # pending | running | terminated
     address: str = ""
     instance_type: str = ""
+    request_id: str = ""  # the launch request that created it (idempotent launches, reconcile)
 
 
 class Observations(Protocol):

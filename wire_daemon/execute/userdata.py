@@ -1,0 +1,240 @@
+"""Render a worker's cloud-init user-data from the templates in ``condor_config/``.
+
+The user-data configures an HTCondor execute node that joins the pool by
+itself (IDTOKENS), advertises its cloud instance id and pool name, and powers
+itself off when unclaimed (the dead-man switch). It names where the pool token
+is kept, never the token itself: the worker fetches it at boot with the
+instance's own identity (SSM Parameter Store or Secrets Manager through the
+instance role on EC2, a Barbican secret on OpenStack, or a file the image or a
+config drive provides). Embedding the token in user-data (``inline``) is an
+explicit, unsafe opt-in: anyone who can read the instance's user-data, and any
+job on it that reaches the metadata service, can then join machines to the pool.
+
+Templates use ``@NAME@`` placeholders, which clash with neither shell, HTCondor
+``$(MACRO)`` nor YAML syntax. A placeholder alone on its line takes a
+multi-line value, indented like the placeholder.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import yaml
+
+from wire_daemon.errors import ConfigError
+from wire_daemon.execute.cloud import check_name
+
+EXECUTE_TEMPLATE = "wire-execute.conf.in"
+BOOT_TEMPLATE = "wire-worker-boot.sh.in"
+CLOUD_INIT_TEMPLATE = "worker-cloud-init.yaml.in"
+TOKEN_PATH = "/etc/condor/tokens.d/wire-pool"
+
+DELIVERIES = {
+    "ec2": ("ssm", "secretsmanager", "file", "inline"),
+    "openstack": ("barbican", "file", "inline"),
+}
+DEFAULT_DELIVERY = {"ec2": "ssm", "openstack": "barbican"}
+
+# Every value that reaches the boot script sits between single quotes there, so
+# none may hold a quote, a newline or a shell-active character beyond these.
+_SOURCE_FORMS = {
+    "ssm": re.compile(r"^[A-Za-z0-9_.:/-]{1,2048}$"),  # a parameter name or ARN
+    "secretsmanager": re.compile(r"^[A-Za-z0-9_.:/+=@-]{1,2048}$"),  # a secret name or ARN
+    "barbican": re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/[A-Za-z0-9._~/%-]*$"),  # a secret href
+    "file": re.compile(r"^/[A-Za-z0-9._/-]+$"),  # a path on the worker
+}
+_HOST = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
+_PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
+_REGION = re.compile(r"^[a-z0-9-]*$")
+_TOKEN = re.compile(r"^[A-Za-z0-9._-]+$")  # an IDTOKEN is a JWT
+_PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
+
+_INLINE_TOKEN_ENTRY = """\
+  # token_delivery: inline (unsafe opt-in): the pool token travels in user-data.
+  - path: {path}
+    owner: root:root
+    permissions: '0600'
+    content: |
+      {token}"""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    cloud: str  # "ec2" | "openstack"
+    pool: str  # advertised as WirePool; the same as the driver's Ownership.pool
+    condor_host: str  # the central manager, host[:port]
+    slots: int = 4  # static slots per worker (the daemon plans with this many)
+    slot_mode: str = "static"  # "static" | "partitionable"
+    token_delivery: str = ""  # empty: ssm on EC2, barbican on OpenStack
+    token_source: str = ""  # SSM parameter / Secrets Manager secret / Barbican secret href / path on the worker
+    token: str = ""  # the IDTOKEN itself: only with token_delivery "inline"
+    aws_region: str = ""  # for the token fetch; empty: the worker's own region
+    os_credentials_file: str = "/etc/wire-worker/openstack.env"  # in the image, for barbican
+    block_metadata_for_jobs: bool = True  # iptables: only root may reach 169.254.169.254 after boot
+    idle_shutdown_s: int = 1800  # STARTD_NOCLAIM_SHUTDOWN; keep it >= the charging unit
+    failure_poweroff_min: int = 10  # a worker whose boot script failed powers off after this
+    extra_config: tuple[str, ...] = ()  # more HTCondor config lines, appended
+
+    @property
+    def delivery(self) -> str:
+        return self.token_delivery or DEFAULT_DELIVERY.get(self.cloud, "")
+
+    def validate(self) -> "WorkerConfig":
+        if self.cloud not in DELIVERIES:
+            raise ConfigError(f"worker.cloud must be 'ec2' or 'openstack' (got {self.cloud!r})")
+        check_name("worker.pool", self.pool)
+        if not _HOST.match(self.condor_host):
+            raise ConfigError(f"worker.condor_host must be a host name or address with an optional :port (got {self.condor_host!r})")
+        if self.slots < 1:
+            raise ConfigError(f"worker.slots must be >= 1 (got {self.slots!r})")
+        if self.slot_mode not in ("static", "partitionable"):
+            raise ConfigError(f"worker.slot_mode must be 'static' or 'partitionable' (got {self.slot_mode!r})")
+        if self.idle_shutdown_s < 60:
+            raise ConfigError(f"worker.idle_shutdown_s must be >= 60 (got {self.idle_shutdown_s!r})")
+        if self.failure_poweroff_min < 1:
+            raise ConfigError(f"worker.failure_poweroff_min must be >= 1 (got {self.failure_poweroff_min!r})")
+        if not _REGION.match(self.aws_region):
+            raise ConfigError(f"worker.aws_region is not a region name (got {self.aws_region!r})")
+        if not _PATH.match(self.os_credentials_file):
+            raise ConfigError("worker.os_credentials_file must be an absolute path of letters, digits and ._/-")
+        if any("\n" in line for line in self.extra_config):
+            raise ConfigError("worker.extra_config takes one HTCondor config line per item")
+        self._validate_token()
+        return self
+
+    def _validate_token(self) -> None:
+        delivery = self.delivery
+        if delivery not in DELIVERIES[self.cloud]:
+            raise ConfigError(
+                f"worker.token_delivery {delivery!r} does not work on {self.cloud}; use one of {', '.join(DELIVERIES[self.cloud])}"
+            )
+        if delivery == "inline":
+            if not _TOKEN.match(self.token):
+                raise ConfigError("worker.token must hold the pool's IDTOKEN when token_delivery is 'inline'")
+            return
+        if self.token:
+            # Never let a token slip into user-data without the explicit opt-in.
+            raise ConfigError(
+                f"worker.token is only used with token_delivery 'inline' (unsafe); with {delivery!r} set worker.token_source instead"
+            )
+        if not _SOURCE_FORMS[delivery].match(self.token_source):
+            raise ConfigError(f"worker.token_source is not a valid {delivery} reference (got {self.token_source!r})")
+
+
+def default_template_dir() -> Path:
+    """condor_config/ beside the package in a source tree; else where setup.cfg installs it."""
+    candidates = (
+        Path(__file__).resolve().parents[2] / "condor_config",
+        Path(sys.prefix) / "share" / "wire-daemon" / "condor_config",
+    )
+    for candidate in candidates:
+        if (candidate / CLOUD_INIT_TEMPLATE).is_file():
+            return candidate
+    raise ConfigError(f"cannot find the worker templates ({CLOUD_INIT_TEMPLATE}) in {' or '.join(map(str, candidates))}")
+
+
+def fill(template: str, values: dict[str, str], source: str) -> str:
+    """Replace ``@NAME@`` placeholders; one alone on its line takes a multi-line value, indented like it
+    (or vanishes with an empty one)."""
+    out: list[str] = []
+    for lineno, line in enumerate(template.splitlines(), 1):
+        where = f"{source}:{lineno}"
+        alone = _PLACEHOLDER.fullmatch(line.strip())
+        if alone:
+            indent = line[: len(line) - len(line.lstrip())]
+            value = _value(values, alone.group(1), where)
+            out.extend((indent + part).rstrip() if part else "" for part in value.splitlines())  # "" drops the line
+        else:
+            out.append(_PLACEHOLDER.sub(partial(_inline_value, values, where), line))
+    return "\n".join(out) + "\n"
+
+
+def _inline_value(values: dict[str, str], where: str, match: re.Match[str]) -> str:
+    name = match.group(1)
+    value = _value(values, name, where)
+    if "\n" in value:
+        raise ConfigError(f"{where}: @{name}@ needs a line of its own for a multi-line value")
+    return value
+
+
+def _value(values: dict[str, str], name: str, where: str) -> str:
+    if name not in values:
+        raise ConfigError(f"{where}: unknown placeholder @{name}@")
+    return values[name]
+
+
+def _template(name: str, template_dir: Path | None) -> str:
+    path = (template_dir or default_template_dir()) / name
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read worker template: {exc.strerror}") from exc
+
+
+def render_execute_config(config: WorkerConfig, template_dir: Path | None = None) -> str:
+    """The HTCondor config snippet for /etc/condor/config.d/."""
+    config.validate()
+    if config.slot_mode == "static":
+        # NUM_CPUS too, so the node advertises exactly the slots the daemon plans with.
+        slots = f"NUM_CPUS = {config.slots}\nNUM_SLOTS = {config.slots}"
+    else:
+        slots = "use feature : PartitionableSlot"
+    values = {
+        "CONDOR_HOST": config.condor_host,
+        "SLOT_CONFIG": slots,
+        "POOL": config.pool,
+        "IDLE_SHUTDOWN_S": str(config.idle_shutdown_s),
+        "EXTRA_CONFIG": "\n".join(config.extra_config),
+    }
+    return fill(_template(EXECUTE_TEMPLATE, template_dir), values, EXECUTE_TEMPLATE)
+
+
+def render_boot_script(config: WorkerConfig, template_dir: Path | None = None) -> str:
+    config.validate()
+    values = {
+        "CLOUD": config.cloud,
+        "TOKEN_DELIVERY": config.delivery,
+        "TOKEN_SOURCE": config.token_source,
+        "AWS_REGION": config.aws_region,
+        "OS_CREDENTIALS_FILE": config.os_credentials_file,
+        "BLOCK_METADATA": "yes" if config.block_metadata_for_jobs else "no",
+        "FAILURE_POWEROFF_MIN": str(config.failure_poweroff_min),
+    }
+    return fill(_template(BOOT_TEMPLATE, template_dir), values, BOOT_TEMPLATE)
+
+
+def render_user_data(config: WorkerConfig, template_dir: Path | None = None) -> str:
+    """The whole ``#cloud-config`` user-data for one worker (the same for every worker of the pool)."""
+    config.validate()
+    inline = ""
+    if config.delivery == "inline":
+        inline = _INLINE_TOKEN_ENTRY.format(path=TOKEN_PATH, token=config.token)
+    values = {
+        "POOL": config.pool,
+        "CONDOR_HOST": config.condor_host,
+        "EXECUTE_CONFIG": render_execute_config(config, template_dir),
+        "BOOT_SCRIPT": render_boot_script(config, template_dir),
+        "INLINE_TOKEN_FILE": inline,
+    }
+    text = fill(_template(CLOUD_INIT_TEMPLATE, template_dir), values, CLOUD_INIT_TEMPLATE)
+    _check_cloud_config(text)
+    return text
+
+
+def _check_cloud_config(text: str) -> None:
+    """cloud-init ignores user-data it cannot parse, and the worker then never joins: fail here instead."""
+    if not text.startswith("#cloud-config\n"):
+        raise ConfigError(f"{CLOUD_INIT_TEMPLATE}: must start with '#cloud-config'")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        # Name the place only: the parser's own message quotes the text around it.
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "somewhere"
+        raise ConfigError(f"{CLOUD_INIT_TEMPLATE}: rendered user-data is not valid YAML at {where}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("write_files"), list):
+        raise ConfigError(f"{CLOUD_INIT_TEMPLATE}: rendered user-data has no write_files list")
