@@ -1,0 +1,196 @@
+"""The Execute step's guard rails: limits, dry-run, back-off, reconcile, and a real crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from wire_daemon.errors import CloudQuotaError
+from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
+from wire_daemon.sites.ports import Instance
+from wire_daemon.state import StateStore
+
+
+class FakeDriver:
+    """An in-memory cloud that records every call."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.live: dict[str, Instance] = {}
+        self.calls: list[tuple] = []
+        self.fail_launch: Exception | None = None
+        self._n = 0
+
+    def list_instances(self, include_unusable=False):
+        self.calls.append(("list",))
+        return [i for i in self.live.values() if include_unusable or i.state in ("pending", "running")]
+
+    def find_request(self, request_id):
+        return [i for i in self.live.values() if i.request_id == request_id]
+
+    def launch(self, count, request_id=None, user_data=None):
+        self.calls.append(("launch", count))
+        if self.fail_launch:
+            raise self.fail_launch
+        out = []
+        for _ in range(count):
+            self._n += 1
+            inst = Instance(f"i-{self._n}", self.clock(), 4, "pending", request_id=request_id or "")
+            self.live[inst.instance_id] = inst
+            out.append(inst)
+        return out
+
+    def terminate(self, ids):
+        self.calls.append(("terminate", tuple(ids)))
+        ended = [i for i in ids if i in self.live]
+        for i in ended:
+            del self.live[i]
+        return ended
+
+
+@pytest.fixture
+def world(tmp_path):
+    clock = {"t": 0.0}
+    driver = FakeDriver(lambda: clock["t"])
+    store = StateStore(tmp_path / "state.sqlite")
+
+    def guarded(**config):
+        return GuardedCloud(driver, store, SafetyConfig(**config), lambda: clock["t"])
+
+    return clock, driver, store, guarded
+
+
+def test_limits_cap_every_launch(world):
+    clock, driver, store, guarded = world
+    cloud = guarded(max_instances=5, max_launches_per_interval=3)
+    assert len(cloud.launch(10)) == 3
+    assert "limit max_launches_per_interval: launching 3 of 10" in cloud.take_notes()
+    assert len(cloud.launch(10)) == 2  # max_instances: 5 live
+    assert cloud.launch(1) == []
+    assert len(driver.live) == 5
+
+
+def test_hourly_budget(world):
+    clock, driver, store, guarded = world
+    cloud = guarded(budget_units_per_hour=4, charging_unit_s=900.0, max_launches_per_interval=10)
+    assert len(cloud.launch(3)) == 3  # 3 units started now
+    clock["t"] = 1000.0  # each of them started its second 15-min unit at t=900
+    assert cloud.launch(3) == []  # 6 units started within the hour > 4
+    notes = cloud.take_notes()
+    assert any("budget_units_per_hour" in n for n in notes)
+
+
+def test_dry_run_makes_no_call_and_says_what_it_would_do(world):
+    clock, driver, store, guarded = world
+    cloud = guarded(dry_run=True)
+    assert cloud.launch(2) == []
+    cloud.terminate(["i-9"])
+    assert [c for c in driver.calls if c[0] != "list"] == []
+    assert cloud.take_notes() == ["dry-run: would launch 2 instance(s)", "dry-run: would terminate i-9"]
+
+
+def test_cloud_errors_become_notes_not_exceptions(world):
+    clock, driver, store, guarded = world
+    cloud = guarded()
+    driver.fail_launch = CloudQuotaError("ec2", "run_instances", "InstanceLimitExceeded: too many", code="InstanceLimitExceeded")
+    assert cloud.launch(2) == []
+    (note,) = cloud.take_notes()
+    assert note.startswith("cloud error (quota) launching 2")
+    assert store.open_requests() == []  # a refused request is rolled back
+
+
+def test_instances_dying_young_pause_launches_with_growing_back_off(world):
+    clock, driver, store, guarded = world
+    cloud = guarded(backoff_initial_s=300.0, died_young_s=600.0)
+    cloud.launch(2)
+    clock["t"] = 120.0
+    driver.live.clear()  # both died (bad image), not by our hand
+    cloud.list_instances()
+    assert cloud.launch(1) == []
+    clock["t"] = 120.0 + 301.0
+    assert len(cloud.launch(1)) == 1
+    clock["t"] = 500.0
+    driver.live.clear()
+    cloud.list_instances()
+    clock["t"] = 500.0 + 301.0
+    assert cloud.launch(1) == []  # the pause doubled to 600 s
+    clock["t"] = 500.0 + 601.0
+    assert len(cloud.launch(1)) == 1
+
+
+def test_instances_that_never_join_are_terminated_and_count_as_failures(world):
+    clock, driver, store, guarded = world
+    cloud = GuardedCloud(driver, store, SafetyConfig(join_timeout_s=600.0), lambda: clock["t"], joined=lambda i: False)
+    (inst,) = cloud.launch(1)
+    clock["t"] = 700.0
+    cloud.list_instances()
+    assert ("terminate", (inst.instance_id,)) in driver.calls
+    assert any("did not join the pool within 600 s" in n for n in cloud.take_notes())
+    assert cloud.launch(1) == []  # back-off
+
+
+def test_reconcile_adopts_forgets_and_settles_requests(world):
+    clock, driver, store, guarded = world
+    cloud = guarded()
+    ours = driver.launch(1, request_id="req-before-crash")  # launched, never recorded
+    store.open_request(1, now=0.0)  # a request whose launch never happened
+    stale = cloud.launch(1)[0]
+    driver.live.pop(stale.instance_id)  # gone while we were down
+    report = GuardedCloud(driver, store, SafetyConfig(), lambda: clock["t"]).reconcile()
+    assert report.adopted == [ours[0].instance_id]
+    assert report.forgotten == [stale.instance_id]
+    assert len(report.requests_rolled_back) == 1
+    assert store.open_requests() == []
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from wire_daemon.execute.cloud import Ownership
+    from wire_daemon.execute.ec2 import Ec2Config, Ec2Driver, make_client
+    from wire_daemon.state import StateStore
+    endpoint, image, subnet, pool, state_path = sys.argv[1:6]
+    config = Ec2Config(region="us-east-1", image_id=image, instance_type="c5.xlarge", subnet_id=subnet, endpoint_url=endpoint)
+    driver = Ec2Driver(config, Ownership(pool, "daemon-a"), "#!/bin/sh\\ntrue\\n", make_client(config))
+    store = StateStore(state_path)
+    request = store.open_request(2)          # "launch requested" is durable
+    driver.launch(2, request_id=request)     # the cloud launched...
+    print("LAUNCHED", flush=True)
+    time.sleep(60)                           # ...and we are killed before recording
+    """
+)
+
+
+def test_a_daemon_killed_between_launch_and_record_adopts_instead_of_duplicating(tmp_path, moto_endpoint, network, ownership, boto_client):
+    from wire_daemon.execute.ec2 import Ec2Config, Ec2Driver, make_client
+
+    state_path = tmp_path / "state.sqlite"
+    env = os.environ | {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, moto_endpoint, network.image_id, network.subnet_id, ownership.pool, str(state_path)],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert child.stdout.readline().strip() == "LAUNCHED"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+
+    os.environ.update({k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")})
+    config = Ec2Config(region="us-east-1", image_id=network.image_id, instance_type="c5.xlarge", subnet_id=network.subnet_id, endpoint_url=moto_endpoint)
+    driver = Ec2Driver(config, ownership, "#!/bin/sh\ntrue\n", make_client(config))
+    store = StateStore(state_path)
+    assert len(store.open_requests()) == 1 and store.instances() == []
+    cloud = GuardedCloud(driver, store, SafetyConfig(max_instances=3), clock=lambda: 0.0)
+    report = cloud.reconcile()
+    assert len(report.requests_finished) == 1
+    assert len(store.instances()) == 2
+    assert len(cloud.launch(5)) == 1  # never above max_instances = 3
+    tagged = boto_client("ec2").describe_instances(Filters=[{"Name": "tag:wire:pool", "Values": [ownership.pool]}])
+    states = [i["State"]["Name"] for r in tagged["Reservations"] for i in r["Instances"]]
+    assert len([s for s in states if s in ("pending", "running")]) == 3
