@@ -102,7 +102,7 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     tracker = _PredictionTracker(workflow.n_tasks)
     records: list[DecisionRecord] = []
     now = 0.0
-    while True:
+    while True:  # now = k * interval, not a running sum: no rounding drift over long runs
         site.advance_to(now)
         if site.finished:
             break
@@ -111,7 +111,7 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
         records.append(loop.iterate(now))
         if isinstance(policy, WirePolicy) and policy.last_prediction is not None:
             tracker.capture(state, policy.last_prediction)
-        now += steering.interval_s
+        now = len(records) * steering.interval_s
         _release_until(site, loop, now)
     end = site.last_finish
     paid = site.paid_slot_seconds(end)

@@ -178,7 +178,8 @@ class EmulatedSite:
     # -- the world ---------------------------------------------------------
 
     def _push(self, t: float, kind: int, payload: object) -> None:
-        heapq.heappush(self._events, (t, next(self._seq), kind, payload))
+        # Never schedule into the past: a rounding error there would move the clock back.
+        heapq.heappush(self._events, (max(t, self.time), next(self._seq), kind, payload))
 
     def _dispatch(self, kind: int, payload: object) -> None:
         if kind == _SUBMIT:
@@ -210,7 +211,9 @@ class EmulatedSite:
         if self._negotiation_at is not None and self._negotiation_at >= self.time:
             return
         cycle = self.config.negotiation_interval_s
-        self._negotiation_at = math.ceil(self.time / cycle - 1e-9) * cycle  # the next cycle, or this one
+        # The next cycle, or this one; max() because ceil() of a time a rounding
+        # error past a boundary lands just before it.
+        self._negotiation_at = max(math.ceil(self.time / cycle - 1e-9) * cycle, self.time)
         self._push(self._negotiation_at, _NEGOTIATE, None)
 
     def _negotiate(self) -> None:
