@@ -14,6 +14,7 @@ from wire_daemon.errors import WireError
 from wire_daemon.plan.policies import POLICY_NAMES
 from wire_daemon.replay import ReplayResult, compare, replay
 from wire_daemon.report_text import format_decision, format_table
+from wire_daemon.service_cli import add_service_commands
 from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
 
 
@@ -49,7 +50,27 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true", help="print one JSON object")
     rp.add_argument("--verbose", action="store_true", help="print every interval's decision")
     rp.set_defaults(handler=_replay)
+    add_service_commands(sub)
+    ip = sub.add_parser("inspect", help="show the stages, task states, predictions and running tasks of a submit dir")
+    ip.add_argument("submit_dir", metavar="SUBMIT_DIR", help="a Pegasus (or DAGMan) submit directory")
+    ip.add_argument("--json", action="store_true", help="print one JSON object (shape: docs/monitor.md)")
+    ip.add_argument("--wall-clock", action="store_true",
+                    help="measure elapsed times against the current time, not the last event (live dirs)")
+    ip.set_defaults(handler=_inspect)
     return parser
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from wire_daemon.monitor.inspect import inspect_submit_dir, render_text, report_json
+
+    logging.getLogger("wire_daemon.monitor").setLevel(logging.ERROR)  # warnings are part of the report
+    logging.getLogger("wire_daemon.monitor.run_state").setLevel(logging.ERROR)
+    report = inspect_submit_dir(args.submit_dir, wall_clock=args.wall_clock)
+    if args.json:
+        print(json.dumps(report_json(report), indent=2))
+    else:
+        print(render_text(report))
+    return 0
 
 
 def _replay_config(args: argparse.Namespace) -> ReplayConfig:

@@ -114,6 +114,14 @@ class StateStore:
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('daemon_id', ?)", (new,))
         return self._db.execute("SELECT value FROM meta WHERE key = 'daemon_id'").fetchone()[0]
 
+    def set_meta(self, key: str, value: str) -> None:
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
     # -- launch requests -----------------------------------------------------
 
     def open_request(self, count: int, now: float | None = None) -> str:

@@ -8,5 +8,8 @@
 * ``kickstart`` -- pegasus-kickstart records; ``jobstate`` -- jobstate.log; ``braindump``;
 * ``hosts`` -- execute host / kickstart address -> instance id;
 * ``position`` -- read positions that survive restarts; ``problems`` -- one-line warnings;
-* ``run_state`` -- the task states the loop keeps, fed by the task events.
+* ``run_state`` -- the task states the loop keeps, fed by the task events;
+* ``submit_monitor`` -- the observations port over one submit dir (``SubmitDirMonitor``)
+  and over every workflow under a root (``SubmitRootMonitor``); ``dagman_status`` --
+  whether DAGMan has finished; ``inspect`` -- ``wire-daemon inspect``.
 """

@@ -36,6 +36,7 @@ inside it, an edge from it leaves from its nodes without children inside it.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 from array import array
@@ -184,14 +185,27 @@ class _Parser:
         self._seen_edges: set[int] = set()
 
     def parse(self) -> DagFile:
-        lines = list(_logical_lines(self.path, _read_text(self.path, self.problems), self.problems))
-        self.dag.partial = any(_PARTIAL_RESCUE.match(line.text) for line in lines if line.keyword == "#")
-        commands = [line for line in lines if line.keyword != "#"]
-        for line in commands:
+        # The cyclic GC would rescan the millions of (acyclic) objects a large DAG makes,
+        # again and again: it took ~45% of the time at 300k nodes (benchmarks/monitor_ingest.py).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._parse()
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _parse(self) -> DagFile:
+        # Two passes over the text rather than a list of every line: a list of a
+        # 1M-node DAG's 6M lines doubled the peak memory of the parse.
+        text = _read_text(self.path, self.problems)
+        for line in _logical_lines(self.path, text, self.problems):
             if line.keyword in _NODE_KEYWORDS:
                 self._define(line)
-        for line in commands:
-            if line.keyword not in _NODE_KEYWORDS:
+            elif line.keyword == "#" and _PARTIAL_RESCUE.match(line.text):
+                self.dag.partial = True  # only pass 2 needs it
+        for line in _logical_lines(self.path, text, self.problems):
+            if line.keyword != "#" and line.keyword not in _NODE_KEYWORDS:
                 self._command(line)
         self._apply_defaults()
         _check_acyclic(self.dag)
@@ -479,41 +493,53 @@ def _logical_lines(path: str, text: str, problems: Problems) -> Iterator[_Line]:
 
     Comments are kept (keyword ``#``) only when they may mark a partial rescue DAG.
     """
-    physical = text.splitlines()
-    count = len(physical)
-    i = 0
-    while i < count:
-        line = physical[i].strip()
-        i += 1
+    physical = enumerate(_physical_lines(text), 1)
+    for number, raw in physical:
+        line = raw.strip()
         if not line:
             continue
         if line[0] == "#":
             if "Rescue" in line:
-                yield _Line(i, line, "#")
+                yield _Line(number, line, "#")
             continue
-        number = i
-        while line[-1] == "\\" and i < count:
-            line = (line[:-1] + " " + physical[i].strip()).strip()
-            i += 1
+        while line[-1] == "\\":
+            following = next(physical, None)
+            if following is None:
+                break
+            line = (line[:-1] + " " + following[1].strip()).strip()
             if not line:
                 break
         if not line:
             continue
         keyword = line.split(None, 1)[0].upper()
         if line[-1] == "{" and keyword in ("JOB", "FINAL", "SUBMIT-DESCRIPTION"):
-            body, i = _inline_block(path, physical, i, number)
-            yield _Line(number, line, keyword, body)
+            yield _Line(number, line, keyword, _inline_block(path, physical, number))
             continue
         yield _Line(number, line, keyword)
 
 
-def _inline_block(path: str, physical: list[str], i: int, start: int) -> tuple[str, int]:
+_CHUNK = 1 << 20
+
+
+def _physical_lines(text: str) -> Iterator[str]:
+    """``text.splitlines()``, a megabyte at a time: the same lines without a list of all of them.
+
+    Chunks end just after a ``\\n``, so a ``\\r\\n`` pair is never cut.
+    """
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start + _CHUNK)
+        end = size if end < 0 else end + 1
+        yield from text[start:end].splitlines()
+        start = end
+
+
+def _inline_block(path: str, physical: Iterator[tuple[int, str]], start: int) -> str:
     body: list[str] = []
-    while i < len(physical):
-        text = physical[i].strip()
-        i += 1
+    for _, raw in physical:
+        text = raw.strip()
         if text.startswith("}"):
-            return "\n".join(body), i
+            return "\n".join(body)
         body.append(text)
     raise InputError(path, "inline submit description has no closing '}'", str(start))
 

@@ -103,9 +103,17 @@ def read_submit_dir(path: str | os.PathLike[str], problems: Problems | None = No
     specs = [_spec(dag, i, parents, submit_files, abstract) for i, parents in _task_parents(dag)]
     name = braindump.wf_name if braindump and braindump.wf_name else dag_path.stem
     workflow = build_workflow(name, str(dag_path), specs)
-    subs = [_sub_workflow(root, dag_path.parent, node, submit_files.get(node.name), braindump)
-            for node in dag.nodes if _is_sub_workflow(node, submit_files.get(node.name))]
-    return SubmitDir(root, dag, workflow, braindump, abstract, submit_files, subs)
+    result = SubmitDir(root, dag, workflow, braindump, abstract, submit_files)
+    result.sub_workflows = sub_workflow_refs(result)
+    return result
+
+
+def sub_workflow_refs(submit_dir: SubmitDir) -> list[SubWorkflowRef]:
+    """The sub-workflow nodes and where their submit dirs are *now* (they appear when planned)."""
+    dag_dir = Path(submit_dir.dag.path).parent
+    subs = submit_dir.submit_files
+    return [_sub_workflow(submit_dir.path, dag_dir, node, subs.get(node.name), submit_dir.braindump)
+            for node in submit_dir.dag.nodes if _is_sub_workflow(node, subs.get(node.name))]
 
 
 # -- tasks -------------------------------------------------------------------------

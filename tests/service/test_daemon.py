@@ -1,0 +1,121 @@
+"""wire-daemon run / status / decisions / check-config on the emulated site."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wire_daemon.cli import main
+from wire_daemon.daemon import Daemon
+from wire_daemon.errors import ConfigError
+from wire_daemon.settings import load_settings
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "config.example.yaml"
+
+
+def _config(tmp_path: Path, speedup: float = 1e6, extra: str = "") -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        f"""
+site: {{kind: emulated, speedup: {speedup}}}
+emulation: {{time_scale: 20}}
+steering: {{charging_unit_s: 900}}
+state_path: {tmp_path / 'state.sqlite'}
+log: {{decisions_path: {tmp_path / 'decisions.jsonl'}}}
+{extra}
+"""
+    )
+    return path
+
+
+def test_the_annotated_example_is_valid():
+    settings = load_settings(EXAMPLE)
+    assert settings.steering.interval_s == 180 and settings.safety.dry_run is False
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("steering: {slots_per_instance: 0}", "slots_per_instance"),
+        ("steering: {slot_count: 4}", "unknown key steering.slot_count"),
+        ("safety: {dry_run: 'yes'}", "safety.dry_run must be true or false"),
+        ("site: {kind: cloudy}", "site.kind must be one of"),
+        ("steering: [1, 2]", "steering must be a mapping"),
+        ("steering: {interval_s: 180\n", "not valid YAML"),
+    ],
+)
+def test_bad_config_names_file_and_key(tmp_path, body, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(body)
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert "bad.yaml" in str(info.value) and message in str(info.value)
+
+
+def test_check_config_cli(tmp_path, capsys):
+    assert main(["check-config", str(_config(tmp_path))]) == 0
+    assert ": OK" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steering: {max_instances: -1}")
+    assert main(["check-config", str(bad)]) == 2
+    assert "steering.max_instances" in capsys.readouterr().err
+
+
+def test_run_to_completion_logs_every_decision_and_leaves_status(tmp_path, capsys):
+    config = _config(tmp_path)
+    daemon = Daemon(load_settings(config), str(config))
+    assert daemon.run() == 0
+    lines = (tmp_path / "decisions.jsonl").read_text().splitlines()
+    assert len(lines) == daemon.iterations > 3
+    first = json.loads(lines[0])
+    assert {"time", "target", "pool", "rule", "cost_units", "launched", "released"} <= set(first)
+
+    assert main(["status", "--config", str(config), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["daemon"] == "down" and status["workflow_finished"] is True
+    assert sum(s["tasks"] for s in status["stages"]) == 103
+    assert status["cost_units"] >= 1
+
+    assert main(["decisions", "--config", str(config), "--since", "360"]) == 0
+    rendered = capsys.readouterr().out.splitlines()
+    assert rendered and all(float(line.split("s ")[0][2:]) >= 360 for line in rendered)
+
+
+def test_status_before_any_run(tmp_path, capsys):
+    assert main(["status", "--config", str(_config(tmp_path))]) == 0
+    assert "never ran" in capsys.readouterr().out
+
+
+def test_sigterm_finishes_the_iteration_and_exits(tmp_path):
+    config = _config(tmp_path, speedup=90.0)  # 2 s of wall time per 180 s interval
+    proc = subprocess.Popen([sys.executable, "-m", "wire_daemon.cli", "run", "--config", str(config)], stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "decisions.jsonl"
+    deadline = time.monotonic() + 60
+    while (not log.exists() or not log.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    status = subprocess.run([sys.executable, "-m", "wire_daemon.cli", "status", "--config", str(config), "--json"], capture_output=True, text=True)
+    assert json.loads(status.stdout)["daemon"] == "running"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records  # every finished iteration was persisted
+    status = subprocess.run([sys.executable, "-m", "wire_daemon.cli", "status", "--config", str(config), "--json"], capture_output=True, text=True)
+    report = json.loads(status.stdout)
+    assert report["daemon"] == "down" and report["workflow_finished"] is False
+
+
+def test_sighup_with_a_broken_file_keeps_the_old_settings(tmp_path, caplog):
+    config = _config(tmp_path)
+    daemon = Daemon(load_settings(config), str(config))
+    config.write_text("steering: {interval_s: -5}")
+    daemon.reload()
+    assert "reload refused" in caplog.text
+    assert daemon.settings.steering.interval_s == 180
+    daemon.run(max_iterations=1)

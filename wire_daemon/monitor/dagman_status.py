@@ -1,0 +1,73 @@
+"""Has a workflow's DAGMan finished? Read from the tails of ``<dag>.dagman.out`` and ``jobstate.log``.
+
+* ``<dag>.dagman.out``: DAGMan's last line is
+  ``... (condor_DAGMAN) pid N EXITING WITH STATUS s``; a DAGMan started again
+  on the same DAG (rescue, ``pegasus-run`` after a failure) appends
+  ``... (CONDOR_DAGMAN) STARTING UP`` after it.
+* ``jobstate.log`` (pegasus-monitord): ``INTERNAL *** DAGMAN_FINISHED s ***``,
+  and ``DAGMAN_STARTED`` again when DAGMan is restarted.
+
+Rule (ours): a file says "finished with status s" when its last DAGMan start or
+exit mark within the last ``TAIL_BYTES`` is an exit mark. Either file saying so
+is enough (monitord may lag or not run; dagman.out may be elsewhere). Only the
+tail is read, so the check costs the same however long the run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+TAIL_BYTES = 16 << 10
+_DAGMAN_OUT = re.compile(rb"\(condor_DAGMAN\)\s+(?:pid\s+\d+\s+EXITING WITH STATUS\s+(-?\d+)|STARTING UP)", re.I)
+_JOBSTATE = re.compile(rb"^\S+\s+INTERNAL\s+\*\*\*\s+DAGMAN_(?:FINISHED\s+(-?\d+)|STARTED)\b", re.M)
+
+
+@dataclass(frozen=True)
+class DagStatus:
+    finished: bool
+    exit_code: int | None = None  # DAGMan's exit status once finished (0: every node succeeded)
+    source: str | None = None  # the file that said so
+
+
+def dag_status(dagman_out: Path | None, jobstate: Path | None) -> DagStatus:
+    for path, pattern in ((dagman_out, _DAGMAN_OUT), (jobstate, _JOBSTATE)):
+        if path is None:
+            continue
+        code = _last_exit(_tail(path), pattern)
+        if code is not None:
+            return DagStatus(True, code, os.fspath(path))
+    return DagStatus(False)
+
+
+def file_signature(*paths: Path | None) -> list[list[int]]:
+    """(size, mtime_ns) of each file, [0, 0] when absent: tells whether a finished run was restarted."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path) if path is not None else None
+        except OSError:
+            st = None
+        out.append([st.st_size, st.st_mtime_ns] if st else [0, 0])
+    return out
+
+
+def _tail(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - TAIL_BYTES))
+            return f.read(TAIL_BYTES)
+    except OSError:
+        return b""
+
+
+def _last_exit(data: bytes, pattern: re.Pattern[bytes]) -> int | None:
+    last = None
+    for last in pattern.finditer(data):
+        pass
+    if last is None or last.group(1) is None:
+        return None  # never finished, or started again after its last exit
+    return int(last.group(1))
