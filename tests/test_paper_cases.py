@@ -19,11 +19,11 @@ EPS = 5.0
 DT = 0.5
 
 
-def _run(runtime_s: float, packing: str = "fluid"):
+def _run(runtime_s: float, packing: str = "fluid", count_lost_work: bool = True):
     workflow = build_workflow("linear", "test", [TaskSpec(f"t{i}", "stage", runtime_s=runtime_s) for i in range(N)])
     config = ReplayConfig(
         PredictionConfig(),
-        SteeringConfig(charging_unit_s=U, interval_s=DT, slots_per_instance=1, max_instances=N, release_guard_s=0.0, packing=packing),
+        SteeringConfig(charging_unit_s=U, interval_s=DT, slots_per_instance=1, max_instances=N, release_guard_s=0.0, packing=packing, count_lost_work=count_lost_work),
         EmulationConfig(boot_lag_s=0.0, negotiation_interval_s=DT / 2, submit_delay_s=0.0, initial_instances=1),
     )
     return replay(workflow, "wire", config, boost=False)
@@ -51,11 +51,16 @@ def test_r_just_below_u_grows_to_n_minus_1_and_wastes_nothing():
 
 
 def test_r_just_below_u_restarts_only_the_last_task():
-    result = _run(U - EPS)
-    # The last task hops across the first N-2 instances as their units end,
-    # losing about EPS each time, and completes on the (N-1)-th.
-    assert result.restarts == N - 2
-    assert result.wasted_slot_s <= result.restarts * (EPS + DT)
+    # With the paper's restart cost alone, the last task hops across the first
+    # N-2 instances as their units end, losing about EPS each time.
+    literal = _run(U - EPS, count_lost_work=False)
+    assert literal.restarts == N - 2
+    assert literal.wasted_slot_s <= literal.restarts * (EPS + DT)
+    # Counting the work it already lost stops the hops once 0.2U is lost.
+    guarded = _run(U - EPS)
+    assert guarded.restarts == int(0.2 * U // EPS)
+    assert guarded.makespan_s < literal.makespan_s
+    assert guarded.cost_units == N
 
 
 @pytest.mark.parametrize("packing", ["fluid", "paper"])

@@ -41,6 +41,9 @@ class SteeringConfig:
     min_instances: int = 1  # the "minimal pool" kept while the workflow runs
     # Algorithm 2 line 11: release only when restart cost <= this fraction of u.
     release_restart_cost_fraction: float = 0.2
+    # Restart cost counts the work a task already lost to earlier releases, so
+    # no task is killed again and again (the paper's rule alone can livelock).
+    count_lost_work: bool = True
     # Algorithm 3's packing: "paper" drops an instance's overshoot past u (line
     # 16); "fluid" carries it to the next instance (the §III-E arithmetic).
     packing: str = "paper"

@@ -41,6 +41,7 @@ class RunState:
         self.exec_s = np.full(n, np.nan)  # executable's own duration
         self.transfer_s = np.full(n, np.nan)  # occupancy - exec
         self.attempts = np.zeros(n, dtype=np.int32)
+        self.lost_s = np.zeros(n)  # occupancy thrown away by evictions (restarts from zero)
         self.host: dict[int, str] = {}  # running task -> instance id
         self.completion_order: list[int] = []  # task indices, in completion order
         self.first_event_time: float | None = None
@@ -103,6 +104,7 @@ class RunState:
     def _evicted(self, i: int, event: TaskEvent) -> None:
         if self.status[i] != TaskStatus.RUNNING:
             return
+        self.lost_s[i] += max(event.time - self.start_time[i], 0.0)
         self.host.pop(i, None)
         self.status[i] = TaskStatus.IDLE
         self.start_time[i] = np.nan

@@ -101,6 +101,7 @@ class WirePolicy:
             self.config.interval_s,
             queue_order,
             release_moments(instances, now, self.config),
+            self.config.count_lost_work,
         )
         views = instance_views(instances, now, upcoming.restart_cost_s, self.config)
         decision = steer(upcoming.remaining_s.tolist(), views, self.config)
