@@ -1,0 +1,104 @@
+"""The PNG timeline report, drawn from a real replay, and the decisions-log reader."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wire_daemon.config import EmulationConfig, ReplayConfig, SteeringConfig
+from wire_daemon.errors import InputError
+from wire_daemon.replay import replay
+from wire_daemon.report import DPI, FIGSIZE_IN, load_decisions, render_report
+from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
+
+EXPECTED_SIZE = (int(FIGSIZE_IN[0] * DPI), int(FIGSIZE_IN[1] * DPI))
+
+
+@pytest.fixture(scope="module")
+def replay_records() -> list[dict]:
+    config = ReplayConfig(emulation=EmulationConfig(time_scale=20), steering=SteeringConfig(charging_unit_s=60))
+    result = replay(load_trace(bundled_trace_path()), "wire", config)
+    return [r.to_json() for r in result.records]
+
+
+def _read_png(path: Path) -> np.ndarray:
+    import matplotlib.image as mpimg
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return mpimg.imread(path)
+
+
+def _assert_drawn(path: Path) -> np.ndarray:
+    pixels = _read_png(path)
+    height, width = pixels.shape[:2]
+    assert (width, height) == EXPECTED_SIZE
+    rgb = pixels[..., :3]
+    assert rgb.std() > 0.05, "the image is (nearly) blank"
+    colored = np.abs(rgb - rgb.mean(axis=2, keepdims=True)).max(axis=2) > 0.15
+    assert colored.mean() > 0.002, "no coloured lines were drawn"
+    return rgb
+
+
+def test_report_from_replay(tmp_path: Path, replay_records: list[dict]) -> None:
+    assert len(replay_records) > 3 and any(r["launched"] for r in replay_records)
+    out = render_report(replay_records, tmp_path / "sub" / "report.png", "Replay of the bundled trace (wire)")
+    assert out == tmp_path / "sub" / "report.png"
+    _assert_drawn(out)
+
+
+def test_report_with_cost_adds_a_panel(tmp_path: Path, replay_records: list[dict]) -> None:
+    cost = 0
+    records = []
+    for r in replay_records:
+        cost += r["pool"]
+        records.append({**r, "cost_units": cost})
+    plain = _assert_drawn(render_report(replay_records, tmp_path / "plain.png", "t"))
+    with_cost = _assert_drawn(render_report(records, tmp_path / "cost.png", "t"))
+    assert not np.array_equal(plain, with_cost)
+
+
+def test_report_from_jsonl_with_epoch_times(tmp_path: Path, replay_records: list[dict]) -> None:
+    log_path = tmp_path / "decisions.jsonl"
+    with log_path.open("w") as f:
+        for r in replay_records:
+            f.write(json.dumps({**r, "time": 1_700_000_000 + r["time"]}) + "\n")
+    records = load_decisions(log_path)
+    assert [r["time"] - 1_700_000_000 for r in records] == [r["time"] for r in replay_records]
+    assert records[0]["prediction_policies"]  # keys are strings after JSON; the report does not use them
+    _assert_drawn(render_report(records, tmp_path / "live.png", "live run"))
+
+
+def test_report_refuses_no_records(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no decision records"):
+        render_report([], tmp_path / "x.png", "empty")
+
+
+def _write(path: Path, lines: list[str]) -> None:
+    path.write_text("".join(line + "\n" for line in lines))
+
+
+def test_load_decisions_rotated_and_bad_lines(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log_path = tmp_path / "decisions.jsonl"
+    _write(tmp_path / "decisions.jsonl.2", [json.dumps({"time": 1}), json.dumps({"time": 2})])
+    _write(tmp_path / "decisions.jsonl.1", [json.dumps({"time": 3}), "{not json", "", "[1, 2]"])
+    _write(log_path, [json.dumps({"time": 4}), json.dumps({"pool": 3}), json.dumps({"time": 5})])
+    _write(tmp_path / "decisions.jsonl.old", [json.dumps({"time": 99})])  # not a numbered sibling
+    with caplog.at_level(logging.WARNING, logger="wire_daemon.report"):
+        records = load_decisions(log_path, rotated=True)
+    assert [r["time"] for r in records] == [1, 2, 3, 4, 5]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 3
+    assert all("\n" not in w for w in warnings)
+    assert any(w.startswith(f"{tmp_path / 'decisions.jsonl.1'}:2: ") and "not JSON" in w for w in warnings)
+    assert any(w.startswith(f"{tmp_path / 'decisions.jsonl.1'}:4: ") for w in warnings)
+    assert any(w.startswith(f"{log_path}:2: ") and "time" in w for w in warnings)
+    assert [r["time"] for r in load_decisions(log_path)] == [4, 5]  # current file only
+
+
+def test_load_decisions_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such decisions log"):
+        load_decisions(tmp_path / "absent.jsonl")
