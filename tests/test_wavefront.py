@@ -69,3 +69,24 @@ def test_zero_predictions_drain_through_the_dag():
     load = _run(state, np.zeros(4), np.zeros(4), [PoolSlots("i-1", 1)], [wf.index_of("C"), wf.index_of("D")])
     assert len(load) == 0
     assert load.projected_done == 4
+
+
+def test_an_overdue_running_task_still_makes_its_instance_costly_to_release():
+    wf, state = _state()
+    a = wf.index_of("A")  # running on i-1 since t=-10, predicted to end now
+    load = simulate_interval(state, np.zeros(4), np.zeros(4), [PoolSlots("i-1", 1)], 0.0, 60.0, np.array([], dtype=np.int64), release_at={"i-1": 30.0})
+    assert a not in load.task.tolist()  # it frees its slot in the projection...
+    assert load.restart_cost_s["i-1"] == pytest.approx(40.0)  # ...but killing it at t=30 loses 40 s
+
+
+def test_restart_cost_counts_work_lost_to_earlier_evictions():
+    wf, state = _state()
+    state.apply(TaskEvent(-5.0, EventKind.EVICTED, "A"))  # A lost 5 s
+    state.apply(TaskEvent(-2.0, EventKind.STARTED, "A", host="i-1"))
+    a = wf.index_of("A")
+    remaining = np.zeros(4)
+    remaining[a] = 100.0
+    load = simulate_interval(state, remaining, np.zeros(4), [PoolSlots("i-1", 1)], 0.0, 60.0, np.array([], dtype=np.int64), release_at={"i-1": 10.0})
+    assert load.restart_cost_s["i-1"] == pytest.approx(12.0 + 5.0)
+    load = simulate_interval(state, remaining, np.zeros(4), [PoolSlots("i-1", 1)], 0.0, 60.0, np.array([], dtype=np.int64), release_at={"i-1": 10.0}, count_lost_work=False)
+    assert load.restart_cost_s["i-1"] == pytest.approx(12.0)

@@ -27,6 +27,11 @@ Decisions where the paper is silent:
   cheap to kill, again and again: on Epigenomics at time scale 10 one task
   was restarted forever and the workflow never finished. With it, every
   task can lose at most about 0.2u in total before it is protected.
+* A running task predicted to end now (remaining 0: it has outlasted its
+  prediction) frees its slot in the projection, but its instance's restart
+  cost counts it as still running: otherwise the instance looks free to
+  release and the same overdue task is killed at every unit end (a livelock
+  seen on srasearch and cycles at time scale 100).
 * Only the wavefront is touched: work is proportional to the running, queued
   and newly-ready tasks, never to the whole DAG.
 """
@@ -34,6 +39,7 @@ Decisions where the paper is silent:
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -125,7 +131,13 @@ class _Projection:
             else:
                 host = None
             self.start[i] = float(self.state.start_time[i])
-            self._occupy(i, host, self.now + float(self.remaining_s[i]))
+            remaining = float(self.remaining_s[i])
+            if host is not None and remaining <= 0.0:
+                # Predicted to end now, yet still running: the prediction has been
+                # proven short. It frees its slot in the projection, but killing it
+                # would lose all it has run so far.
+                self._sunk_at_release(i, host, self.start[i], math.inf)
+            self._occupy(i, host, self.now + remaining)
         for instance_id, slots in self.capacity.items():
             self.free.extend([instance_id] * (slots - used.get(instance_id, 0)))
 
