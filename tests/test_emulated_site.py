@@ -85,3 +85,12 @@ def test_local_universe_jobs_need_no_slot():
     site = _site([TaskSpec("mkdir", "create_dir", runtime_s=2.0, on_pool=False), TaskSpec("A", "a", ("mkdir",), runtime_s=1.0)], initial_instances=0)
     site.advance_to(10.0)
     assert [(k, t) for k, t, _ in _events(site)] == [("submitted", "mkdir"), ("started", "mkdir"), ("finished", "mkdir"), ("submitted", "A")]
+
+
+def test_a_task_ending_at_the_moment_of_termination_completes():
+    site = _site([TaskSpec("A", "a", runtime_s=30.0)])
+    site.advance_to(30.0 - 1e-9)  # a rounding error before the task's end
+    site.poll_events()
+    site.terminate(["i-00001"])
+    assert [k for k, _, _ in _events(site)] == ["finished"]
+    assert site.restarts == 0 and site.finished

@@ -37,6 +37,7 @@ from wire_daemon.sites.ports import EventKind, Instance, TaskEvent
 from wire_daemon.workflow.model import Workflow
 
 _SUBMIT, _NEGOTIATE, _FINISH, _BOOT = range(4)
+_SAME_INSTANT = 1e-6  # seconds: events closer than this happen together (float noise)
 
 
 @dataclass
@@ -78,6 +79,7 @@ class EmulatedSite:
         self._attempt = np.zeros(workflow.n_tasks, dtype=np.int64)
         self._host: dict[int, str] = {}
         self._start: dict[int, float] = {}
+        self._ends: dict[int, float] = {}  # running task -> when its occupancy ends
         self._priority = np.zeros(workflow.n_tasks, dtype=np.int64)
         self._submit_seq = np.full(workflow.n_tasks, -1, dtype=np.int64)
         self._idle: list[tuple[int, int, int]] = []  # (-priority, submit seq, task)
@@ -137,9 +139,12 @@ class EmulatedSite:
             inst = self._instances.get(instance_id)
             if inst is None or not inst.alive:
                 continue
-            inst.end_time = self.time
             for task in sorted(inst.running):
-                self._evict(task)
+                if self._ends[task] <= self.time + _SAME_INSTANT:
+                    self._finish(task)  # ends at the very moment of the termination: it made it
+                else:
+                    self._evict(task)
+            inst.end_time = self.time
             inst.running.clear()
 
     # -- Condor control ----------------------------------------------------
@@ -241,7 +246,8 @@ class EmulatedSite:
         if instance_id is not None:
             self._instances[instance_id].running.add(task)
         self._outbox.append(TaskEvent(self.time, EventKind.STARTED, self.wf.task_ids[task], host=self._host[task]))
-        self._push(self.time + float(self.true_occupancy_s[task]), _FINISH, (task, int(self._attempt[task])))
+        self._ends[task] = self.time + float(self.true_occupancy_s[task])
+        self._push(self._ends[task], _FINISH, (task, int(self._attempt[task])))
 
     def _finish(self, task: int) -> None:
         host = self._host.pop(task)
