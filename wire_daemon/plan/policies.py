@@ -64,9 +64,12 @@ def release_moments(instances: Sequence[Instance], now: float, config: SteeringC
 
 
 def instance_views(
-    instances: Sequence[Instance], now: float, restart_cost_s: dict[str, float], config: SteeringConfig
+    instances: Sequence[Instance],
+    now: float,
+    restart_cost_s: dict[str, float],
+    moments: dict[str, float],
+    config: SteeringConfig,
 ) -> list[InstanceView]:
-    moments = release_moments(instances, now, config)
     return [
         InstanceView(
             i.instance_id,
@@ -92,6 +95,7 @@ class WirePolicy:
         prediction = self.predictor.predict(state, now)
         self.last_prediction = prediction
         pool = [PoolSlots(i.instance_id, i.slots) for i in instances if i.state == "running"]
+        moments = release_moments(instances, now, self.config)
         upcoming = simulate_interval(
             state,
             prediction.remaining_s,
@@ -100,10 +104,10 @@ class WirePolicy:
             now,
             self.config.interval_s,
             queue_order,
-            release_moments(instances, now, self.config),
+            moments,
             self.config.count_lost_work,
         )
-        views = instance_views(instances, now, upcoming.restart_cost_s, self.config)
+        views = instance_views(instances, now, upcoming.restart_cost_s, moments, self.config)
         decision = steer(upcoming.remaining_s.tolist(), views, self.config)
         active = prediction.policy[prediction.policy > 0]
         counts = {int(p): int(c) for p, c in zip(*np.unique(active, return_counts=True))}
@@ -165,7 +169,7 @@ class ReactiveConservingPolicy:
             host = state.host.get(int(task))
             if host in moments:
                 restart[host] = max(restart.get(host, 0.0), moments[host] - float(state.start_time[task]))
-        views = instance_views(instances, now, restart, self.config)
+        views = instance_views(instances, now, restart, moments, self.config)
         upcoming = UpcomingLoad(tasks, load, np.zeros(tasks.size), restart)
         return PlanResult(steer(load.tolist(), views, self.config), upcoming)
 
