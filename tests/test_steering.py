@@ -67,9 +67,24 @@ def test_release_threshold_is_configurable():
 
 
 def test_steer_grows_to_plan():
-    config = SteeringConfig(charging_unit_s=100, interval_s=60, slots_per_instance=1, max_instances=10)
+    config = SteeringConfig(charging_unit_s=100, interval_s=60, slots_per_instance=1, max_instances=10, boot_aware_launch=False)
     decision = steer([100, 100, 100], [InstanceView("a", 100, 0)], config)
     assert (decision.planned, decision.target, decision.launch, decision.release) == (3, 3, 2, [])
+
+
+def test_boot_aware_launch_needs_load_for_the_unit_plus_the_lag():
+    config = SteeringConfig(charging_unit_s=100, interval_s=60, slots_per_instance=1, max_instances=10)
+    # Each 100 s task fills a unit, but not unit + lag (160 s): pairs do (200 s).
+    decision = steer([100, 100, 100], [InstanceView("a", 100, 0)], config)
+    assert (decision.planned, decision.target, decision.launch) == (3, 1, 0)
+    assert decision.rule.startswith("hold: new instances would not earn back their boot")
+    decision = steer([100] * 6, [InstanceView("a", 100, 0)], config)
+    assert (decision.planned, decision.target, decision.launch) == (6, 3, 2)
+
+
+def test_young_instances_are_not_released():
+    views = [InstanceView("new", 10, 0, age_s=100), InstanceView("old", 10, 0, age_s=1000)]
+    assert choose_releases(views, 0, interval_s=60, charging_unit_s=100, min_age_s=120) == ["old"]
 
 
 def test_steer_clamps_to_max_and_min():

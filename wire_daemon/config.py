@@ -41,6 +41,10 @@ class SteeringConfig:
     min_instances: int = 1  # the "minimal pool" kept while the workflow runs
     # Algorithm 2 line 11: release only when restart cost <= this fraction of u.
     release_restart_cost_fraction: float = 0.2
+    # Launch only for load that fills an instance over the unit plus the launch lag.
+    boot_aware_launch: bool = True
+    # Never release an instance younger than this many intervals (boot + work).
+    min_instance_age_intervals: float = 2.0
     # Restart cost counts the work a task already lost to earlier releases, so
     # no task is killed again and again (the paper's rule alone can livelock).
     count_lost_work: bool = True
@@ -67,6 +71,7 @@ class SteeringConfig:
         _at_least("steering.release_restart_cost_fraction", self.release_restart_cost_fraction, 0.0)
         _at_least("steering.leftover_fraction", self.leftover_fraction, 0.0)
         _at_least("steering.release_guard_s", self.release_guard_s, 0.0)
+        _at_least("steering.min_instance_age_intervals", self.min_instance_age_intervals, 0.0)
         if self.packing not in ("paper", "fluid"):
             raise ConfigError(f"steering.packing must be 'paper' or 'fluid' (got {self.packing!r})")
         _at_least("steering.boost_first_tasks", self.boost_first_tasks, 0)

@@ -76,6 +76,7 @@ def instance_views(
             time_to_next_charge(i, now, config.charging_unit_s),
             restart_cost_s.get(i.instance_id, 0.0),
             moments[i.instance_id],
+            age_s=now - i.launch_time,
         )
         for i in instances
     ]

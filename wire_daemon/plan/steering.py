@@ -31,6 +31,16 @@ Decisions where the paper is silent:
   unit ends (``release_time``); its restart cost c_j is the occupancy its
   tasks have sunk at that moment. Running tasks that end before then are
   not lost.
+* No release of an instance younger than ``min_instance_age_intervals``
+  intervals (2 by default: its boot plus one interval of work). The plan that
+  launched it was made an interval ago; releasing it as soon as it boots
+  because the load moved pays its boot for nothing. With u shorter than the
+  interval this flapping made WIRE dearer than the full site
+  (docs/decisions.md). Cluster autoscalers have the same guard.
+* Launches pay their boot (the launch lag, one interval) before they work.
+  With ``boot_aware_launch`` (on by default) a launch must be justified by
+  Algorithm 3 over the unit *plus* that lag; with u = 1 min and a 3-minute
+  lag, the paper's rule launched instances that cost 3 idle units each.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ class InstanceView:
     time_to_next_charge_s: float  # r_j, measured from now
     restart_cost_s: float  # c_j, max sunk occupancy of its tasks when the release takes effect
     release_at: float = 0.0  # when a release would take effect (see ``release_time``)
+    age_s: float = float("inf")  # since launch
 
 
 @dataclass
@@ -114,6 +125,7 @@ def choose_releases(
     interval_s: float,
     charging_unit_s: float,
     restart_cost_fraction: float = 0.2,
+    min_age_s: float = 0.0,
 ) -> list[str]:
     """Algorithm 2, lines 10-18: which instances to release to approach ``target``."""
     excess = len(instances) - target
@@ -121,10 +133,20 @@ def choose_releases(
         return []
     limit = restart_cost_fraction * charging_unit_s
     candidates = sorted(
-        (i for i in instances if i.time_to_next_charge_s <= interval_s and i.restart_cost_s <= limit),
+        (
+            i
+            for i in instances
+            if i.time_to_next_charge_s <= interval_s and i.restart_cost_s <= limit and i.age_s >= min_age_s
+        ),
         key=lambda i: (i.restart_cost_s, i.time_to_next_charge_s, i.instance_id),
     )
     return [i.instance_id for i in candidates[:excess]]
+
+
+def _worth_booting(upcoming_s: Sequence[float], config: SteeringConfig) -> int:
+    """Instances the load keeps busy for a unit *after* the launch lag, which is paid too."""
+    horizon = config.charging_unit_s + config.interval_s
+    return resize_pool(upcoming_s, horizon, config.slots_per_instance, config.leftover_fraction, config.max_instances, config.packing == "fluid")
 
 
 def steer(
@@ -141,6 +163,11 @@ def steer(
     )
     target = min(max(planned, config.min_instances), config.max_instances)
     m = len(instances)
+    if target > m and config.boot_aware_launch:
+        worth = max(_worth_booting(upcoming_s, config), config.min_instances)
+        target = max(m, min(target, worth))
+        if target == m:
+            return SteeringDecision(m, planned, rule="hold: new instances would not earn back their boot")
     if target > m:
         return SteeringDecision(target, planned, launch=target - m, rule="grow: load fills instances for a unit")
     if target == m:
@@ -151,6 +178,7 @@ def steer(
         config.interval_s,
         config.charging_unit_s,
         config.release_restart_cost_fraction,
+        config.min_instance_age_intervals * config.interval_s,
     )
     rule = "shrink: unit ends before next interval, restart cost low" if release else "hold: no instance cheap to release now"
     when = {i.instance_id: i.release_at for i in instances if i.instance_id in release}
