@@ -52,6 +52,8 @@ class ScalingPolicy(Protocol):
 def time_to_next_charge(instance: Instance, now: float, charging_unit_s: float) -> float:
     """r_j: seconds until the instance's current charging unit ends (a new unit starts)."""
     used = (now - instance.launch_time) % charging_unit_s
+    if used < 1e-6:  # exactly at a boundary: a release now pays no new unit
+        return 0.0
     return charging_unit_s - used
 
 
