@@ -148,6 +148,15 @@ def test_reconcile_adopts_forgets_and_settles_requests(world):
     assert store.open_requests() == []
 
 
+def test_a_still_claimed_instance_is_not_terminated(world):
+    clock, driver, store, guarded = world
+    cloud = GuardedCloud(driver, store, SafetyConfig(), lambda: clock["t"], holds_claims=lambda i: i == "i-1")
+    cloud.launch(2)
+    cloud.terminate(["i-1", "i-2"])
+    assert ("terminate", ("i-2",)) in driver.calls and "i-1" in driver.live
+    assert any("i-1: a slot is still claimed" in n for n in cloud.take_notes())
+
+
 CHILD = textwrap.dedent(
     """
     import sys, time

@@ -87,12 +87,14 @@ class GuardedCloud:
         config: SafetyConfig,
         clock: Callable[[], float],
         joined: Callable[[str], bool] | None = None,
+        holds_claims: Callable[[str], bool] | None = None,
     ) -> None:
         self.driver = driver
         self.store = store
         self.config = config.validate()
         self.clock = clock
         self.joined = joined  # does the pool see this instance's startd? (None: do not check)
+        self.holds_claims = holds_claims  # re-checked right before a release (HTCondorControl.holds_claims)
         self.notes: list[str] = []
         self._backoff_until = float("-inf")
         self._backoff_s = config.backoff_initial_s
@@ -130,6 +132,7 @@ class GuardedCloud:
         return launched
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
+        instance_ids = self._unclaimed(instance_ids)
         if not instance_ids:
             return
         if self.config.dry_run:
@@ -143,6 +146,15 @@ class GuardedCloud:
         for instance_id in ended:
             self._ended_by_us.add(instance_id)
             self.store.mark_ended(instance_id, "released", now=self.clock())
+
+    def _unclaimed(self, instance_ids: Sequence[str]) -> list[str]:
+        """Drop the instances a drained startd still runs a job on: they end when the job does."""
+        if self.holds_claims is None:
+            return list(instance_ids)
+        busy = [i for i in instance_ids if self.holds_claims(i)]
+        if busy:
+            self._note(f"not terminating {', '.join(busy)}: a slot is still claimed after the drain")
+        return [i for i in instance_ids if i not in busy]
 
     def take_notes(self) -> list[str]:
         notes, self.notes = self.notes, []
