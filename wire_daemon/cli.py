@@ -114,7 +114,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _print_decisions(result: ReplayResult) -> None:
     print(f"\n== decisions: {result.policy} ==")
     for record in result.records:
-        print(format_decision(record))
+        print(format_decision(record.to_json()))
     print()
 
 

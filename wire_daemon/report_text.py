@@ -3,26 +3,34 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from wire_daemon.loop import DecisionRecord
 from wire_daemon.replay import ReplayResult
 
 _POLICY_LABELS = {1: "p1", 2: "p2", 3: "p3", 4: "p4", 5: "p5", 9: "oracle"}
 
 
-def format_decision(r: DecisionRecord) -> str:
+def format_decision(r: dict[str, Any]) -> str:
+    """One decision-log record on one line (a replay's records or the daemon's log)."""
     change = ""
-    if r.launched:
-        change = f" launch {len(r.launched)}"
-    if r.released:
-        change += f" release {','.join(r.released)}"
-    preds = " ".join(f"{_POLICY_LABELS.get(k, k)}={v}" for k, v in sorted(r.prediction_policies.items()))
-    return (
-        f"t={r.time:8.0f}s done={r.done:5d} run={r.running:4d} idle={r.idle:5d} "
-        f"pool={r.pool:3d} -> {r.target:3d} (p={r.planned}){change or ' -'}; "
-        f"load {r.upcoming_tasks} tasks/{r.upcoming_load_s:.0f}s; {r.rule}"
-        + (f"; predictions {preds}" if preds else "")
-    )
+    if r.get("launched"):
+        change = f" launch {len(r['launched'])}"
+    if r.get("released"):
+        change += f" release {','.join(r['released'])}"
+    counts = sorted((int(k), v) for k, v in (r.get("prediction_policies") or {}).items())
+    preds = " ".join(f"{_POLICY_LABELS.get(k, k)}={v}" for k, v in counts)
+    parts = [
+        f"t={r.get('time', 0):8.0f}s done={r.get('done', 0):5d} run={r.get('running', 0):4d} idle={r.get('idle', 0):5d} "
+        f"pool={r.get('pool', 0):3d} -> {r.get('target', 0):3d} (p={r.get('planned', '?')}){change or ' -'}",
+        f"load {r.get('upcoming_tasks', 0)} tasks/{r.get('upcoming_load_s', 0):.0f}s",
+    ]
+    if "cost_units" in r:
+        parts.append(f"cost {r['cost_units']}")
+    parts.append(r.get("rule", ""))
+    if preds:
+        parts.append(f"predictions {preds}")
+    parts.extend(r.get("notes") or [])
+    return "; ".join(parts)
 
 
 def format_table(results: dict[str, ReplayResult]) -> str:

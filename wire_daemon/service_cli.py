@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from wire_daemon.report_text import format_decision
 from wire_daemon.settings import Settings, load_settings
 from wire_daemon.state import StateStore
 
@@ -139,7 +140,7 @@ def _decisions(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     path = Path(settings.log.decisions_path)
     for record in follow_decisions(path, args.since, args.follow):
-        print(render_decision(record), flush=True)
+        print(format_decision(record), flush=True)
     return 0
 
 
@@ -181,17 +182,3 @@ def _parse(path: Path, line: str, number: int | None = None) -> dict[str, Any] |
         print(f"wire-daemon: warning: {path}{where}: not a decision record, skipped", file=sys.stderr)
         return None
     return record if isinstance(record, dict) else None
-
-
-def render_decision(r: dict[str, Any]) -> str:
-    change = ""
-    if r.get("launched"):
-        change += f" launch {len(r['launched'])}"
-    if r.get("released"):
-        change += f" release {','.join(r['released'])}"
-    notes = "; ".join(r.get("notes") or [])
-    return (
-        f"t={r.get('time', 0):8.0f}s done={r.get('done', 0):5d} run={r.get('running', 0):4d} idle={r.get('idle', 0):5d} "
-        f"pool={r.get('pool', 0):3d} -> {r.get('target', 0):3d}{change or ' -'}; cost {r.get('cost_units', '?')}; {r.get('rule', '')}"
-        + (f"; {notes}" if notes else "")
-    )

@@ -166,19 +166,15 @@ class EmulatedSite:
     # -- Accounting --------------------------------------------------------
 
     def cost_units(self, until: float) -> int:
-        total = 0
-        for inst in self._instances.values():
-            end = until if inst.end_time is None else inst.end_time
-            total += max(1, math.ceil((end - inst.launch_time) / self.charging_unit_s - 1e-9))
-        return total
+        return sum(self._units(inst, until) for inst in self._instances.values())
 
     def paid_slot_seconds(self, until: float) -> float:
-        total = 0.0
-        for inst in self._instances.values():
-            end = until if inst.end_time is None else inst.end_time
-            units = max(1, math.ceil((end - inst.launch_time) / self.charging_unit_s - 1e-9))
-            total += units * self.charging_unit_s * inst.slots
-        return total
+        return sum(self._units(i, until) * self.charging_unit_s * i.slots for i in self._instances.values())
+
+    def _units(self, inst: _EmuInstance, until: float) -> int:
+        """Started charging units, billed from launch to termination (or ``until``)."""
+        end = until if inst.end_time is None else inst.end_time
+        return max(1, math.ceil((end - inst.launch_time) / self.charging_unit_s - 1e-9))
 
     # -- the world ---------------------------------------------------------
 
@@ -252,6 +248,7 @@ class EmulatedSite:
     def _finish(self, task: int) -> None:
         host = self._host.pop(task)
         occupancy = self.time - self._start.pop(task)
+        self._ends.pop(task, None)
         if host in self._instances:
             self._instances[host].running.discard(task)
             self.busy_slot_s += occupancy
@@ -285,6 +282,7 @@ class EmulatedSite:
     def _evict(self, task: int) -> None:
         occupancy = self.time - self._start.pop(task)
         self._host.pop(task)
+        self._ends.pop(task, None)
         self.busy_slot_s += occupancy
         self.wasted_slot_s += occupancy
         self.restarts += 1
