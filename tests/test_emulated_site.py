@@ -94,3 +94,15 @@ def test_a_task_ending_at_the_moment_of_termination_completes():
     site.terminate(["i-00001"])
     assert [k for k, _, _ in _events(site)] == ["finished"]
     assert site.restarts == 0 and site.finished
+
+
+def test_only_live_instances_are_listed_and_the_oldest_fill_first():
+    site = _site([TaskSpec(f"T{i}", "a", runtime_s=100.0) for i in range(3)], initial_instances=0, boot_lag_s=0.0)
+    launched = [i.instance_id for i in site.launch(4)]
+    site.terminate([launched[0], launched[2]])
+    assert [i.instance_id for i in site.list_instances()] == [launched[1], launched[3]]
+    assert len(site.all_instances()) == 4  # the dead still bill
+    site.retire_instance(launched[1])  # draining: takes no job
+    site.advance_to(1.0)
+    hosts = [e.host for e in site.poll_events() if e.kind is EventKind.STARTED]
+    assert hosts == [launched[3]]  # one slot left: the oldest live, non-draining instance

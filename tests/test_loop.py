@@ -71,3 +71,30 @@ def test_release_drains_now_and_terminates_at_its_time():
     assert loop.release_due(50.0) == ["i-00001"]
     assert site.list_instances() == []
     assert site.cost_units(50.0) == 1
+
+
+def test_vectorised_boost_and_queue_order_match_the_one_by_one_scan():
+    import random
+
+    rng = random.Random(4)
+    for _ in range(40):
+        specs = [TaskSpec(f"t{i}", rng.choice("ABCD")) for i in range(rng.randint(1, 60))]
+        state = RunState(build_workflow("w", "test", specs))
+        for spec in rng.sample(specs, len(specs)):
+            state.apply(TaskEvent(0.0, EventKind.SUBMITTED, spec.task_id))
+        boost = PriorityBoost(state, first_n=rng.randint(1, 6), priority=rng.choice([10, -3]))
+        for _ in range(3):
+            for spec in rng.sample(specs, min(len(specs), rng.randint(0, 5))):  # some start between rounds
+                state.apply(TaskEvent(1.0, EventKind.STARTED, spec.task_id, host="i-1"))
+            expected, used, prio = [], boost.used.copy(), boost.priority_of.copy()
+            for task in state.idle_in_queue_order().tolist():  # the rule, task by task
+                stage = state.workflow.stage_of[task]
+                if used[stage] < boost.first_n and prio[task] <= 0:
+                    expected.append(state.workflow.task_ids[task])
+                    used[stage] += 1
+                    prio[task] = boost.priority
+            condor = RecordingCondor()
+            assert boost.apply(state, condor) == len(expected)
+            assert [task for task, _ in condor.calls] == expected
+            idle = state.idle_in_queue_order()
+            assert boost.queue_order(state).tolist() == idle[np.argsort(-boost.priority_of[idle], kind="stable")].tolist()

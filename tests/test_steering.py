@@ -105,3 +105,50 @@ def test_steer_shrinks_only_what_it_may():
 @pytest.mark.parametrize("load", [[0.0] * 8, [0.0, 0.0, 0.0]])
 def test_zero_time_tasks_cost_nothing(load):
     assert resize_pool(load, 60, 2) == 1
+
+
+def test_no_work_left_lets_the_pool_go_to_min_instances():
+    config = SteeringConfig(charging_unit_s=3600.0, interval_s=180.0, min_instances=0, min_instance_age_intervals=0)
+    ending = [InstanceView("a", 100.0, 0.0), InstanceView("b", 3000.0, 0.0)]
+    kept = steer([], ending, config)  # line 28: an empty load still plans one instance
+    assert kept.planned == 1 and kept.release == ["a"]
+    done = steer([], ending, config, work_left=False)
+    assert done.planned == 0 and done.target == 1 and done.release == ["a"]  # "b" goes when its unit ends
+    assert steer([], ending, SteeringConfig(min_instances=2), work_left=False).release == []
+
+
+def _resize_pool_as_written(upcoming, u, l, leftover_fraction=0.2, max_instances=None, carry_overshoot=False):
+    """Algorithm 3 line by line (unsorted slots, min() every step): the reference for the fast loop."""
+    p, used, slots, queue, pending = 0, 0.0, [], iter(upcoming), len(upcoming)
+    while pending > 0:
+        while len(slots) < l and pending > 0:
+            slots.append(float(next(queue)))
+            pending -= 1
+        if len(slots) == l:
+            shortest = min(slots)
+            used += shortest
+            if used >= u:
+                p += 1
+                if max_instances is not None and p >= max_instances:
+                    return p
+                if not carry_overshoot:
+                    used, slots = 0.0, []
+                    continue
+                used -= u
+            slots = [t - shortest for t in slots if t != shortest]
+    if p == 0 or max(slots, default=0.0) > leftover_fraction * u:
+        p += 1
+    return p
+
+
+def test_sorted_slot_packing_matches_the_algorithm_as_written():
+    import random
+
+    rng = random.Random(3)
+    for _ in range(3000):
+        n = rng.randint(0, 60)
+        draw = rng.choice([lambda: float(rng.choice([0, 10, 20, 180])), lambda: round(rng.uniform(0, 100), 3), lambda: rng.expovariate(0.02)])
+        load = [draw() for _ in range(n)]
+        args = (rng.choice([60, 300, 3600, 123.4]), rng.choice([1, 2, 3, 4, 8]), rng.choice([0.0, 0.2, 0.5]),
+                rng.choice([None, 0, 1, 3, 12]), rng.random() < 0.3)
+        assert resize_pool(load, *args) == _resize_pool_as_written(load, *args)

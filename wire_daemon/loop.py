@@ -33,7 +33,8 @@ class DecisionRecord:
     target: int
     planned: int
     launched: list[str] = field(default_factory=list)
-    released: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)  # drained now, terminated when their unit ends
+    terminated: list[str] = field(default_factory=list)  # terminated since the previous record
     rule: str = ""
     upcoming_tasks: int = 0
     upcoming_load_s: float = 0.0
@@ -63,20 +64,47 @@ class PriorityBoost:
         if self.first_n <= 0:
             return 0
         boosted = 0
-        for task in state.idle_in_queue_order():
-            stage = state.workflow.stage_of[task]
-            if self.used[stage] >= self.first_n or self.priority_of[task] > 0:
-                continue
+        for task in self._to_boost(state).tolist():
             condor.set_job_priority(state.workflow.task_ids[task], self.priority)
             self.priority_of[task] = self.priority
-            self.used[stage] += 1
+            self.used[state.workflow.stage_of[task]] += 1
             boosted += 1
         return boosted
 
-    def queue_order(self, state: RunState) -> np.ndarray:
-        """Idle tasks in the order Condor will start them: JobPrio, then submit order."""
+    def _to_boost(self, state: RunState) -> np.ndarray:
+        """The first ``first_n - used`` unboosted idle tasks of each stage, in queue order.
+
+        Vectorised over the queue, which can hold a whole wide stage; the same
+        tasks the one-by-one scan of the queue would pick.
+        """
         idle = state.idle_in_queue_order()
-        return idle[np.argsort(-self.priority_of[idle], kind="stable")]
+        stage_of = state.workflow.stage_of
+        room = self.first_n - self.used
+        candidates = idle[(room[stage_of[idle]] > 0) & (self.priority_of[idle] <= 0)]
+        if candidates.size == 0:
+            return candidates
+        stages = stage_of[candidates]
+        by_stage = np.argsort(stages, kind="stable")  # queue order kept within each stage
+        sorted_stages = stages[by_stage]
+        rank = np.empty(candidates.size, dtype=np.int64)
+        rank[by_stage] = np.arange(candidates.size) - np.searchsorted(sorted_stages, sorted_stages)
+        return candidates[rank < room[stages]]
+
+    def queue_order(self, state: RunState) -> np.ndarray:
+        """Idle tasks in the order Condor will start them: JobPrio, then submit order.
+
+        A stable sort by descending priority, done on the few prioritised tasks
+        only: the bulk of the queue has priority 0 and keeps its order.
+        """
+        idle = state.idle_in_queue_order()
+        priority = self.priority_of[idle]
+        marked = np.flatnonzero(priority)
+        if marked.size == 0:
+            return idle
+        high, low = marked[priority[marked] > 0], marked[priority[marked] < 0]
+        high = high[np.argsort(-priority[high], kind="stable")]
+        low = low[np.argsort(-priority[low], kind="stable")]
+        return idle[np.concatenate([high, np.flatnonzero(priority == 0), low])]
 
 
 class MapeLoop:
@@ -99,10 +127,10 @@ class MapeLoop:
         self.boost = PriorityBoost(state, steering.boost_first_tasks if boost else 0, steering.boost_priority)
         self.last_plan: PlanResult | None = None
         self.pending_releases: dict[str, float] = {}  # drained instance -> termination time
+        self.terminated: list[str] = []  # since the last record: timed releases happen between iterations
 
     def iterate(self, now: float) -> DecisionRecord:
-        for event in self.observations.poll_events():  # Monitor
-            self.state.apply(event)
+        self.state.apply_all(self.observations.poll_events())  # Monitor
         instances = list(self.cloud.list_instances())
         started = time.perf_counter()
         plan = self.policy.plan(now, self.state, instances, self.boost.queue_order(self.state))  # Analyze + Plan
@@ -127,24 +155,29 @@ class MapeLoop:
             self.cloud.terminate(due)
             for instance_id in due:
                 del self.pending_releases[instance_id]
+            self.terminated.extend(due)
         return due
+
+    def take_terminated(self) -> list[str]:
+        done, self.terminated = self.terminated, []
+        return done
 
     def _record(
         self, now: float, plan: PlanResult, pool: int, launched: list[str], boosted: int, decision_s: float
     ) -> DecisionRecord:
-        status = self.state.status
         upcoming = plan.upcoming
         return DecisionRecord(
             time=now,
             policy=self.policy.name,
             done=self.state.n_done(),
-            running=int(np.count_nonzero(status == TaskStatus.RUNNING)),
-            idle=int(np.count_nonzero(status == TaskStatus.IDLE)),
+            running=self.state.count(TaskStatus.RUNNING),
+            idle=self.state.count(TaskStatus.IDLE),
             pool=pool,
             target=plan.decision.target,
             planned=plan.decision.planned,
             launched=launched,
             released=list(plan.decision.release),
+            terminated=self.take_terminated(),
             rule=plan.decision.rule,
             upcoming_tasks=len(upcoming) if upcoming is not None else 0,
             upcoming_load_s=float(upcoming.remaining_s.sum()) if upcoming is not None else 0.0,

@@ -14,9 +14,11 @@ def format_decision(r: dict[str, Any]) -> str:
     """One decision-log record on one line (a replay's records or the daemon's log)."""
     change = ""
     if r.get("launched"):
-        change = f" launch {len(r['launched'])}"
+        change = f" launch {','.join(r['launched'])}"
     if r.get("released"):
-        change += f" release {','.join(r['released'])}"
+        change += f" drain {','.join(r['released'])}"
+    if r.get("terminated"):
+        change += f" terminated {','.join(r['terminated'])}"
     counts = sorted((int(k), v) for k, v in (r.get("prediction_policies") or {}).items())
     preds = " ".join(f"{_POLICY_LABELS.get(k, k)}={v}" for k, v in counts)
     parts = [

@@ -101,11 +101,14 @@ class OnlinePredictor:
         config.validate()
         self.workflow = workflow
         self.config = config
-        self._input = workflow.input_bytes.astype(np.float64)
         self._stages = self._build_stages(workflow, config)
         self._cursor = 0  # how much of RunState.completion_order has been ingested
         self._learning: set[int] = set()  # stages with completions and unfinished tasks
         self._global_transfer = float("nan")  # median transfer of the last interval with completions
+
+    def _input(self, tasks: np.ndarray) -> np.ndarray:
+        # Converted per use rather than kept as a float copy of every task's size.
+        return self.workflow.input_bytes[tasks].astype(np.float64)
 
     @staticmethod
     def _build_stages(workflow: Workflow, config: PredictionConfig) -> list[_Stage]:
@@ -116,7 +119,7 @@ class OnlinePredictor:
                 name=stage.name,
                 n_tasks=int(members.size),
                 max_input=float(max_input[stage.stage_id]),
-                pending=members.astype(np.int64),
+                pending=members.astype(np.int32),  # int32 halves the one per-task array kept here
                 groups=SizeGroups(config.same_input_relative_tolerance),
                 model=LinearModel(),
                 exec_sorted=np.empty(0),
@@ -154,7 +157,7 @@ class OnlinePredictor:
         batch = np.sort(execs)
         at = np.searchsorted(stage.exec_sorted, batch)
         stage.exec_sorted = np.insert(stage.exec_sorted, at, batch)
-        stage.groups.add(self._input[done], execs)
+        stage.groups.add(self._input(done), execs)
         # A stage with completions this interval takes their median transfer time;
         # otherwise it keeps its previous estimate.
         stage.transfer_s = float(np.median(state.transfer_s[done]))
@@ -193,8 +196,7 @@ class OnlinePredictor:
             exec_s=np.zeros(n),
             policy=np.full(n, POLICY_NOT_STARTED, dtype=np.int8),
         )
-        running = np.flatnonzero(state.status == TaskStatus.RUNNING)
-        started = set(np.unique(self.workflow.stage_of[running]).tolist()) | self._learning
+        started = set(np.unique(self.workflow.stage_of[state.running()]).tolist()) | self._learning
         for s in sorted(started):
             stage = self._stages[s]
             idx = self._unfinished(stage, state.status)
@@ -264,7 +266,7 @@ class OnlinePredictor:
         policy[waiting] = POLICY_STAGE_MEDIAN
         # Ready (IDLE, and HELD treated like IDLE) or RUNNING: policy 4 or 5.
         ready = np.flatnonzero(~waiting)
-        sizes = self._input[idx[ready]]
+        sizes = self._input(idx[ready])
         gid = stage.groups.find(sizes)
         same = gid >= 0
         # Policy 4: the input size matches a group of completed tasks -> its median.

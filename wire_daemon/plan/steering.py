@@ -45,6 +45,7 @@ Decisions where the paper is silent:
 
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -91,29 +92,42 @@ def resize_pool(
     busy time beyond ``u`` and the tasks still in its slots count toward the
     next instance instead of being dropped (line 16). It is not the paper's
     algorithm, but the packing its §III-E arithmetic assumes (p = load / u).
+
+    The slots are kept sorted, so the shortest is the first and a new task
+    goes in by bisection: the same multiset of slot values as the paper's
+    loop, step for step (the loads are finite), at about two thirds of the
+    cost; this loop runs once per upcoming task, and the upcoming load can
+    hold a whole wide stage.
     """
     u, l = charging_unit_s, slots_per_instance
+    values = [float(v) for v in upcoming_s]
+    n = len(values)
     p = 0
     used = 0.0
     slots: list[float] = []
-    queue = iter(upcoming_s)
-    pending = len(upcoming_s)
-    while pending > 0:
-        while len(slots) < l and pending > 0:
-            slots.append(float(next(queue)))
-            pending -= 1
-        if len(slots) == l:
-            shortest = min(slots)
-            used += shortest
-            if used >= u:
-                p += 1
-                if max_instances is not None and p >= max_instances:
-                    return p
-                if not carry_overshoot:
-                    used, slots = 0.0, []
-                    continue
-                used -= u
-            slots = [t - shortest for t in slots if t != shortest]
+    i = 0
+    while i < n:
+        room = l - len(slots)
+        if room == 1:
+            insort(slots, values[i])
+            i += 1
+        elif room:
+            slots.extend(values[i : i + room])
+            slots.sort()
+            i = min(i + room, n)
+            if len(slots) < l:
+                break
+        shortest = slots[0]
+        used += shortest
+        if used >= u:
+            p += 1
+            if max_instances is not None and p >= max_instances:
+                return p
+            if not carry_overshoot:
+                used, slots = 0.0, []
+                continue
+            used -= u
+        slots = [t - shortest for t in slots if t != shortest]
     if p == 0 or max(slots, default=0.0) > leftover_fraction * u:
         p += 1
     return p
@@ -150,9 +164,14 @@ def _worth_booting(upcoming_s: Sequence[float], config: SteeringConfig) -> int:
 
 
 def steer(
-    upcoming_s: Sequence[float], instances: Sequence[InstanceView], config: SteeringConfig
+    upcoming_s: Sequence[float], instances: Sequence[InstanceView], config: SteeringConfig, work_left: bool = True
 ) -> SteeringDecision:
-    """Algorithm 2: grow to Algorithm 3's size, or release what is cheap to release."""
+    """Algorithm 2: grow to Algorithm 3's size, or release what is cheap to release.
+
+    ``work_left`` False (every task done, or no workflow at all on a submit
+    host): Algorithm 3's line 28 keeps one instance for the work still to
+    come, and none is coming, so the size is 0 (then ``min_instances``).
+    """
     planned = resize_pool(
         upcoming_s,
         config.charging_unit_s,
@@ -160,7 +179,7 @@ def steer(
         config.leftover_fraction,
         config.max_instances,
         config.packing == "fluid",
-    )
+    ) if work_left else 0
     target = min(max(planned, config.min_instances), config.max_instances)
     m = len(instances)
     if target > m and config.boot_aware_launch:

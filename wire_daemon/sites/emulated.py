@@ -28,7 +28,7 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -83,7 +83,8 @@ class EmulatedSite:
         self._priority = np.zeros(workflow.n_tasks, dtype=np.int64)
         self._submit_seq = np.full(workflow.n_tasks, -1, dtype=np.int64)
         self._idle: list[tuple[int, int, int]] = []  # (-priority, submit seq, task)
-        self._instances: dict[str, _EmuInstance] = {}
+        self._instances: dict[str, _EmuInstance] = {}  # every instance ever launched (billing)
+        self._alive: dict[str, _EmuInstance] = {}  # the live ones, in launch order
         self._instance_ids = itertools.count(1)
         self._negotiation_at: float | None = None
         self._outbox: list[TaskEvent] = []
@@ -125,7 +126,7 @@ class EmulatedSite:
     # -- Cloud -------------------------------------------------------------
 
     def list_instances(self) -> Sequence[Instance]:
-        return [self._view(i) for i in self._instances.values() if i.alive]
+        return [self._view(i) for i in self._alive.values()]
 
     def all_instances(self) -> Sequence[Instance]:
         return [self._view(i) for i in self._instances.values()]
@@ -133,6 +134,16 @@ class EmulatedSite:
     def launch(self, count: int) -> Sequence[Instance]:
         ready = self.time + self.config.boot_lag_s
         return [self._view(self._add_instance(ready)) for _ in range(count)]
+
+    def adopt(self, instance_id: str) -> Instance:
+        """An instance launched elsewhere (a real cloud API) joins this world, after the boot lag.
+
+        Rehearsals mirror a cloud endpoint's instances into the emulated pool with it.
+        """
+        if instance_id in self._instances:
+            raise ValueError(f"instance {instance_id!r} is already in the emulated pool")
+        inst = self._add_instance(self.time + self.config.boot_lag_s, instance_id)
+        return self._view(inst)
 
     def terminate(self, instance_ids: Sequence[str]) -> None:
         for instance_id in instance_ids:
@@ -146,6 +157,7 @@ class EmulatedSite:
                     self._evict(task)
             inst.end_time = self.time
             inst.running.clear()
+            del self._alive[instance_id]
 
     # -- Condor control ----------------------------------------------------
 
@@ -220,20 +232,26 @@ class EmulatedSite:
     def _negotiate(self) -> None:
         self._negotiation_at = None
         free = self._free_slots()
-        while free and self._idle:
+        slot = next(free, None)
+        while slot is not None and self._idle:
             neg_prio, seq, task = heapq.heappop(self._idle)
             stale = task in self._host or self._done[task] or -neg_prio != self._priority[task]
             if stale or seq != self._submit_seq[task]:
                 continue
-            self._start_task(task, free.pop())
+            self._start_task(task, slot)
+            slot = next(free, None)
 
-    def _free_slots(self) -> list[str]:
-        free: list[str] = []
-        for inst in self._instances.values():
-            if inst.alive and not inst.draining and inst.ready_time <= self.time:
-                free.extend([inst.instance_id] * (inst.slots - len(inst.running)))
-        free.reverse()  # pop() takes the oldest instance first
-        return free
+    def _free_slots(self) -> Iterator[str]:
+        """Free slots, oldest instance first, one instance id per slot.
+
+        A generator, so a negotiation with few idle jobs does not list every
+        slot of a large pool. An instance's free count is read when the
+        generator reaches it, before any job is started on it.
+        """
+        for inst in self._alive.values():
+            if not inst.draining and inst.ready_time <= self.time:
+                for _ in range(inst.slots - len(inst.running)):
+                    yield inst.instance_id
 
     def _start_task(self, task: int, instance_id: str | None) -> None:
         self._attempt[task] += 1
@@ -291,9 +309,11 @@ class EmulatedSite:
         heapq.heappush(self._idle, (-int(self._priority[task]), int(self._submit_seq[task]), task))
         self._request_negotiation()
 
-    def _add_instance(self, ready_time: float) -> _EmuInstance:
-        inst = _EmuInstance(f"i-{next(self._instance_ids):05d}", self.time, ready_time, self.slots_per_instance)
+    def _add_instance(self, ready_time: float, instance_id: str | None = None) -> _EmuInstance:
+        instance_id = instance_id or f"i-{next(self._instance_ids):05d}"
+        inst = _EmuInstance(instance_id, self.time, ready_time, self.slots_per_instance)
         self._instances[inst.instance_id] = inst
+        self._alive[inst.instance_id] = inst
         if ready_time > self.time:
             self._push(ready_time, _BOOT, inst.instance_id)
         else:

@@ -14,7 +14,7 @@ the frozen set of the stage ids of its parents.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -45,6 +45,55 @@ class Stage:
     name: str  # transformation, suffixed when one transformation forms several stages
 
 
+class TaskIndex(Mapping[str, int]):
+    """Task id -> task number, in 12 bytes a task rather than a dict's 80 or so.
+
+    A dict of a million ids costs about 42 bytes an entry plus a 32-byte int
+    object per value, a quarter of the daemon's whole per-task memory. This
+    keeps the ids' hashes sorted (int64) with the task number of each (int32):
+    a lookup is a binary search plus one string comparison, and
+    ``numbers_of`` resolves a batch of ids in one vectorised search. Equal
+    hashes (different ids) sit side by side and are told apart by comparing
+    the ids themselves.
+    """
+
+    def __init__(self, task_ids: Sequence[str]) -> None:
+        self._ids = task_ids
+        hashes = np.fromiter(map(hash, task_ids), dtype=np.int64, count=len(task_ids))
+        self._task = np.argsort(hashes, kind="stable").astype(np.int32 if len(task_ids) < 2**31 else np.int64)
+        hashes.sort()  # in place: the same order, without another copy
+        self._hash = hashes
+
+    def __getitem__(self, task_id: str) -> int:
+        h = hash(task_id)
+        k = int(self._hash.searchsorted(h))
+        while k < self._hash.size and self._hash.item(k) == h:
+            i = self._task.item(k)
+            if self._ids[i] == task_id:
+                return i
+            k += 1
+        raise KeyError(task_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def numbers_of(self, task_ids: Sequence[str]) -> list[int]:
+        """The task number of each id, -1 for an unknown id."""
+        hashes = np.fromiter(map(hash, task_ids), dtype=np.int64, count=len(task_ids))
+        # Searching in sorted order walks the table once instead of jumping around it.
+        order = np.argsort(hashes)
+        at = np.empty(hashes.size, dtype=np.int64)
+        at[order] = self._hash.searchsorted(hashes[order])
+        np.minimum(at, max(self._hash.size - 1, 0), out=at)
+        found = self._task[at].tolist() if self._hash.size else [0] * len(task_ids)
+        ids = self._ids
+        # The first candidate is right unless two ids share a hash (or the id is unknown).
+        return [i if ids and ids[i] == t else self.get(t, -1) for i, t in zip(found, task_ids)]
+
+
 @dataclass
 class Workflow:
     """A validated DAG in topological order (task i's parents all have index < i)."""
@@ -64,7 +113,7 @@ class Workflow:
     child_idx: np.ndarray  # int32
     stage_of: np.ndarray  # int32
     stages: list[Stage]
-    _index: dict[str, int] = field(default_factory=dict, repr=False)
+    _index: Mapping[str, int] = field(default_factory=dict, repr=False)  # a TaskIndex or a dict
 
     @property
     def n_tasks(self) -> int:
@@ -76,6 +125,12 @@ class Workflow:
 
     def index_of(self, task_id: str) -> int:
         return self._index[task_id]
+
+    def indices_of(self, task_ids: Sequence[str]) -> list[int]:
+        """``index_of`` for many ids at once, -1 for an unknown id."""
+        if len(task_ids) > 1 and isinstance(self._index, TaskIndex):  # batching pays from two ids on
+            return self._index.numbers_of(task_ids)
+        return [self._index.get(t, -1) for t in task_ids]
 
     def parents(self, i: int) -> np.ndarray:
         return self.parent_idx[self.parent_ptr[i] : self.parent_ptr[i + 1]]
@@ -115,11 +170,12 @@ def build_workflow(name: str, source: str, specs: Sequence[TaskSpec]) -> Workflo
             child_lists[p].append(child)
     child_ptr, child_idx = _csr(child_lists)
     stage_of, stages = _assign_stages(specs_sorted, parent_lists)
+    task_ids = [s.task_id for s in specs_sorted]
 
     return Workflow(
         name=name,
         source=source,
-        task_ids=[s.task_id for s in specs_sorted],
+        task_ids=task_ids,
         transformation=[s.transformation for s in specs_sorted],
         runtime_s=np.array([s.runtime_s for s in specs_sorted], dtype=np.float64),
         input_bytes=np.array([s.input_bytes for s in specs_sorted], dtype=np.int64),
@@ -132,7 +188,63 @@ def build_workflow(name: str, source: str, specs: Sequence[TaskSpec]) -> Workflo
         child_idx=child_idx,
         stage_of=stage_of,
         stages=stages,
-        _index={s.task_id: i for i, s in enumerate(specs_sorted)},
+        _index=TaskIndex(task_ids),
+    )
+
+
+def workflow_from_arrays(
+    name: str,
+    source: str,
+    task_ids: list[str],
+    transformation_of_stage: Sequence[str],
+    stage_of: np.ndarray,
+    runtime_s: np.ndarray,
+    input_bytes: np.ndarray,
+    output_bytes: np.ndarray,
+    parent_ptr: np.ndarray,
+    parent_idx: np.ndarray,
+) -> Workflow:
+    """A ``Workflow`` from arrays already in topological order, without a Python object per edge.
+
+    For generators that know their stages (``synthetic.py``): ``stage_of`` must
+    follow the stage definition above, numbered in order of first appearance;
+    only the DAG's order is checked here. Each task's parents must be listed in
+    ascending order, as ``build_workflow`` lists them.
+    """
+    n = len(task_ids)
+    # int32 throughout: these edge-long temporaries are the peak of the build,
+    # and what the allocator keeps of them after they are freed stays resident.
+    child_of_edge = np.repeat(np.arange(n, dtype=np.int32), np.diff(parent_ptr))
+    parent_idx = parent_idx.astype(np.int32, copy=False)
+    if parent_idx.size and not np.all(parent_idx < child_of_edge):
+        bad = int(child_of_edge[np.argmax(parent_idx >= child_of_edge)])
+        raise WorkflowError(source, f"task {task_ids[bad]!r} is not after all its parents")
+    child_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(parent_idx, minlength=n), out=child_ptr[1:])
+    n_stages = len(transformation_of_stage)
+    follows = np.zeros((n_stages, n_stages), dtype=bool)  # [stage, predecessor stage]
+    follows[stage_of[child_of_edge], stage_of[parent_idx]] = True
+    keys = [(t, frozenset(np.flatnonzero(row).tolist())) for t, row in zip(transformation_of_stage, follows)]
+    # Edges are by child: a stable sort by parent keeps each parent's children ascending.
+    child_idx = child_of_edge[np.argsort(parent_idx, kind="stable")]
+    del child_of_edge
+    return Workflow(
+        name=name,
+        source=source,
+        task_ids=task_ids,
+        transformation=[transformation_of_stage[s] for s in stage_of.tolist()],
+        runtime_s=np.asarray(runtime_s, dtype=np.float64),
+        input_bytes=np.asarray(input_bytes, dtype=np.int64),
+        output_bytes=np.asarray(output_bytes, dtype=np.int64),
+        peak_memory_bytes=np.zeros(n, dtype=np.int64),
+        on_pool=np.ones(n, dtype=bool),
+        parent_ptr=parent_ptr.astype(np.int64, copy=False),
+        parent_idx=parent_idx,
+        child_ptr=child_ptr,
+        child_idx=child_idx,
+        stage_of=stage_of.astype(np.int32, copy=False),
+        stages=_named_stages(keys),
+        _index=TaskIndex(task_ids),
     )
 
 
@@ -202,15 +314,20 @@ def _assign_stages(
     for i, spec in enumerate(specs):
         key = (spec.transformation, frozenset(int(stage_of[p]) for p in parent_lists[i]))
         stage_of[i] = keys.setdefault(key, len(keys))
+    return stage_of, _named_stages(list(keys))
+
+
+def _named_stages(keys: list[tuple[str, frozenset[int]]]) -> list[Stage]:
+    """Stages from their (transformation, predecessor stages) keys, in stage-id order."""
     per_transformation: dict[str, int] = {}
     for transformation, _ in keys:
         per_transformation[transformation] = per_transformation.get(transformation, 0) + 1
     seen: dict[str, int] = {}
     stages: list[Stage] = []
-    for (transformation, preds), sid in keys.items():
+    for sid, (transformation, preds) in enumerate(keys):
         seen[transformation] = seen.get(transformation, 0) + 1
         name = transformation
         if per_transformation[transformation] > 1:
             name = f"{transformation}#{seen[transformation]}"
         stages.append(Stage(sid, transformation, preds, name))
-    return stage_of, stages
+    return stages
