@@ -97,15 +97,47 @@ class EmulationConfig:
 
 
 @dataclass(frozen=True)
+class PFAConfig:
+    """The PFA baseline (performance feedback + token-based parallelism); see plan/pfa.py."""
+
+    # How the per-slot task throughput is smoothed over intervals: "ewma" or "ma".
+    smoothing: str = "ewma"
+    # MA: mean over this many of the latest intervals that completed a task.
+    ma_window: int = 5
+    # EWMA: weight of the past, s = alpha * s_prev + (1 - alpha) * x (the PFA
+    # paper's convention: alpha near 0 follows the last interval).
+    ewma_alpha: float = 0.5
+    # Charging units the pool may cost per interval (an instance costs
+    # interval / u of them); None: no cap beyond steering.max_instances.
+    budget_units_per_interval: float | None = None
+    # An idle instance is "near the end of its billing period" when its unit
+    # ends within this many seconds; None: within one interval.
+    release_near_end_s: float | None = None
+
+    def validate(self) -> None:
+        if self.smoothing not in ("ewma", "ma"):
+            raise ConfigError(f"pfa.smoothing must be 'ewma' or 'ma' (got {self.smoothing!r})")
+        _at_least("pfa.ma_window", self.ma_window, 1)
+        if not 0.0 <= self.ewma_alpha < 1.0:
+            raise ConfigError(f"pfa.ewma_alpha must be in [0, 1) (got {self.ewma_alpha!r})")
+        if self.budget_units_per_interval is not None:
+            _at_least("pfa.budget_units_per_interval", self.budget_units_per_interval, 0.0)
+        if self.release_near_end_s is not None:
+            _at_least("pfa.release_near_end_s", self.release_near_end_s, 0.0)
+
+
+@dataclass(frozen=True)
 class ReplayConfig:
     prediction: PredictionConfig = field(default_factory=PredictionConfig)
     steering: SteeringConfig = field(default_factory=SteeringConfig)
     emulation: EmulationConfig = field(default_factory=EmulationConfig)
+    pfa: PFAConfig = field(default_factory=PFAConfig)
 
     def validate(self) -> "ReplayConfig":
         self.prediction.validate()
         self.steering.validate()
         self.emulation.validate()
+        self.pfa.validate()
         return self
 
 

@@ -37,6 +37,7 @@ from wire_daemon.workflow.model import Workflow
 MAX_ITERATIONS = 1_000_000
 SHORT_STAGE_S = 10.0
 MEDIUM_STAGE_S = 30.0
+STAGE_CLASSES = (("short", "s"), ("medium", "s"), ("long", "relative"))  # and the unit of their errors
 
 
 @dataclass
@@ -65,6 +66,7 @@ class ReplayResult:
     wasted_slot_s: float
     relative_time: float = float("nan")
     errors: list[ErrorSummary] = field(default_factory=list)
+    error_samples: dict[str, np.ndarray] = field(default_factory=dict)  # stage class -> per-task errors
     first_completion_s: dict[str, float] = field(default_factory=dict)  # stage name -> time
     records: list[DecisionRecord] = field(default_factory=list)
     wall_s: float = 0.0
@@ -97,7 +99,9 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     started = time.perf_counter()
     site = EmulatedSite(workflow, emulation, steering.slots_per_instance, steering.charging_unit_s)
     state = RunState(workflow)
-    policy = make_policy(policy_name, state, steering, config.prediction, truth=lambda: (site.true_occupancy_s, site.true_exec_s))
+    policy = make_policy(
+        policy_name, state, steering, config.prediction, truth=lambda: (site.true_occupancy_s, site.true_exec_s), pfa=config.pfa
+    )
     loop = MapeLoop(state, site, site, site, policy, steering, boost=boost)
     tracker = _PredictionTracker(workflow.n_tasks)
     records: list[DecisionRecord] = []
@@ -114,6 +118,7 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
         now = len(records) * steering.interval_s
         _release_until(site, loop, now)
     end = site.last_finish
+    samples = tracker.samples(workflow, site.true_exec_s) if isinstance(policy, WirePolicy) else {}
     paid = site.paid_slot_seconds(end)
     decisions = np.array([r.decision_s for r in records]) if records else np.zeros(1)
     result = ReplayResult(
@@ -127,7 +132,8 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
         peak_instances=max((r.pool + len(r.launched) for r in records), default=0),
         restarts=site.restarts,
         wasted_slot_s=site.wasted_slot_s,
-        errors=tracker.summaries(workflow, site.true_exec_s) if isinstance(policy, WirePolicy) else [],
+        errors=summarize_errors(samples) if samples else [],
+        error_samples=samples,
         first_completion_s={workflow.stages[s].name: t for s, t in site.first_completion.items()},
         records=records,
     )
@@ -164,28 +170,39 @@ class _PredictionTracker:
         self.exec_s[unstarted] = prediction.exec_s[unstarted]
         self.policy[unstarted] = prediction.policy[unstarted]
 
-    def summaries(self, workflow: Workflow, true_exec_s: np.ndarray) -> list[ErrorSummary]:
+    def samples(self, workflow: Workflow, true_exec_s: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-task prediction errors by stage class: seconds (short, medium) or relative (long)."""
         stage_mean = np.array([true_exec_s[m].mean() if m.size else 0.0 for m in workflow.stage_members()])
         task_mean = stage_mean[workflow.stage_of]
         measured = np.isin(self.policy, (3, 4, 5))
-        out = []
-        classes = (
-            ("short", "s", task_mean <= SHORT_STAGE_S),
-            ("medium", "s", (task_mean > SHORT_STAGE_S) & (task_mean <= MEDIUM_STAGE_S)),
-            ("long", "relative", task_mean > MEDIUM_STAGE_S),
-        )
-        for name, unit, in_class in classes:
+        out: dict[str, np.ndarray] = {}
+        for (name, unit), in_class in zip(STAGE_CLASSES, _class_masks(task_mean)):
             mask = measured & in_class
-            summary = ErrorSummary(name, unit, int(mask.sum()))
-            if summary.tasks:
-                err = self.exec_s[mask] - true_exec_s[mask]
-                if unit == "relative":
-                    err = err / np.maximum(true_exec_s[mask], 1e-9)
-                summary.mean_abs = float(np.mean(np.abs(err)))
-                summary.median = float(np.median(err))
-                summary.p90_abs = float(np.percentile(np.abs(err), 90))
-            out.append(summary)
+            err = self.exec_s[mask] - true_exec_s[mask]
+            out[name] = err / np.maximum(true_exec_s[mask], 1e-9) if unit == "relative" else err
         return out
+
+
+def summarize_errors(samples: dict[str, np.ndarray]) -> list[ErrorSummary]:
+    out = []
+    for name, unit in STAGE_CLASSES:
+        err = samples.get(name, np.zeros(0))
+        summary = ErrorSummary(name, unit, int(err.size))
+        if summary.tasks:
+            summary.mean_abs = float(np.mean(np.abs(err)))
+            summary.median = float(np.median(err))
+            summary.p90_abs = float(np.percentile(np.abs(err), 90))
+        out.append(summary)
+    return out
+
+
+def _class_masks(task_mean: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which tasks are in a short, medium and long stage (STAGE_CLASSES order)."""
+    return (
+        task_mean <= SHORT_STAGE_S,
+        (task_mean > SHORT_STAGE_S) & (task_mean <= MEDIUM_STAGE_S),
+        task_mean > MEDIUM_STAGE_S,
+    )
 
 
 def _round(x: float) -> float | None:

@@ -16,6 +16,8 @@ policies share the world and the loop; only the plan differs.
   for one more interval, the only horizon a policy without predictions can
   see. Restart costs use the observed elapsed times of the running tasks,
   assumed still running when the release would take effect.
+* ``pfa``: the Performance-Feedback Autoscaler (``plan/pfa.py``): observed
+  task throughput and a token-based parallelism estimate, within a budget.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from wire_daemon.analyze.predictor import OnlinePredictor, OraclePredictor, Prediction, Predictor
-from wire_daemon.config import PredictionConfig, SteeringConfig
+from wire_daemon.config import PFAConfig, PredictionConfig, SteeringConfig
 from wire_daemon.monitor.run_state import RunState, TaskStatus
 from wire_daemon.plan.steering import InstanceView, SteeringDecision, release_time, steer
 from wire_daemon.plan.wavefront import PoolSlots, UpcomingLoad, simulate_interval
 from wire_daemon.sites.ports import Instance
 
-POLICY_NAMES = ("wire", "full-site", "pure-reactive", "reactive-conserving", "oracle")
+POLICY_NAMES = ("wire", "full-site", "pure-reactive", "reactive-conserving", "pfa", "oracle")
 
 
 @dataclass
@@ -111,9 +113,10 @@ class WirePolicy:
             self.config.count_lost_work,
         )
         views = instance_views(instances, now, upcoming.restart_cost_s, moments, self.config)
-        decision = steer(upcoming.remaining_s.tolist(), views, self.config)
-        active = prediction.policy[prediction.policy > 0]
-        counts = {int(p): int(c) for p, c in zip(*np.unique(active, return_counts=True))}
+        decision = steer(upcoming.remaining_s.tolist(), views, self.config, work_left=state.n_done() < state.workflow.n_tasks)
+        # bincount, not np.unique: no sort of a million-entry array (same keys, ascending).
+        per_policy = np.bincount(prediction.policy).tolist()
+        counts = {p: c for p, c in enumerate(per_policy) if p > 0 and c > 0}
         return PlanResult(decision, upcoming, counts)
 
 
@@ -183,6 +186,7 @@ def make_policy(
     steering: SteeringConfig,
     prediction: PredictionConfig,
     truth: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
+    pfa: PFAConfig | None = None,
 ) -> ScalingPolicy:
     """Build a policy by name; ``truth`` gives (occupancy, exec) per task for the oracle."""
     if name == "wire":
@@ -198,4 +202,8 @@ def make_policy(
         return PureReactivePolicy(steering)
     if name == "reactive-conserving":
         return ReactiveConservingPolicy(steering)
+    if name == "pfa":
+        from wire_daemon.plan.pfa import PFAPolicy  # pfa builds on this module
+
+        return PFAPolicy(state.workflow, steering, pfa or PFAConfig())
     raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
