@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-boost", action="store_true", help="do not raise the priority of each stage's first tasks")
     rp.add_argument("--json", action="store_true", help="print one JSON object")
     rp.add_argument("--verbose", action="store_true", help="print every interval's decision")
+    rp.add_argument("--decisions-out", metavar="FILE", help="write each policy's decisions as JSON lines (FILE, or FILE.<policy> with --compare), for `wire-daemon report`")
     rp.set_defaults(handler=_replay)
     add_service_commands(sub)
     ip = sub.add_parser("inspect", help="show the stages, task states, predictions and running tasks of a submit dir")
@@ -98,6 +99,8 @@ def _replay(args: argparse.Namespace) -> int:
         results = compare(workflow, config, boost=boost)
     else:
         results = compare(workflow, config, (args.policy,), boost=boost)
+    if args.decisions_out:
+        _write_decisions(Path(args.decisions_out), results, several=args.compare)
     if args.json:
         print(json.dumps(_json(path, workflow.n_tasks, config, results, args.verbose), indent=2))
         return 0
@@ -109,6 +112,14 @@ def _replay(args: argparse.Namespace) -> int:
             _print_decisions(result)
     print(format_table(results))
     return 0
+
+
+def _write_decisions(path: Path, results: dict[str, ReplayResult], several: bool) -> None:
+    for name, result in results.items():
+        target = path.with_name(f"{path.name}.{name}") if several else path
+        with target.open("w", encoding="utf-8") as out:
+            for record in result.records:
+                out.write(json.dumps(record.to_json(), sort_keys=True) + "\n")
 
 
 def _print_decisions(result: ReplayResult) -> None:

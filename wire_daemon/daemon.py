@@ -20,21 +20,20 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from wire_daemon.errors import ConfigError, WireError
+from wire_daemon.errors import WireError
 from wire_daemon.loop import DecisionRecord, MapeLoop
+from wire_daemon.metrics import Metrics
 from wire_daemon.monitor.run_state import RunState, TaskStatus
-from wire_daemon.plan.policies import make_policy
+from wire_daemon.runtimes import Runtime, build_runtime
 from wire_daemon.settings import Settings, load_settings
-from wire_daemon.sites.emulated import EmulatedSite
 from wire_daemon.state import StateStore
-from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
 
 log = logging.getLogger(__name__)
 
@@ -61,34 +60,8 @@ class DecisionsLog:
             self._logger.removeHandler(handler)
 
 
-@dataclass
-class EmulatedWorld:
-    """The emulated site in accelerated time: each virtual second lasts 1/speedup wall seconds.
-
-    Virtual time moves only when the loop sleeps, so a slow iteration delays
-    the world instead of letting it run ahead unobserved.
-    """
-
-    site: EmulatedSite
-    speedup: float
-    sleep: Callable[[float], None] = time.sleep
-
-    def now(self) -> float:
-        return self.site.now()
-
-    def sleep_until(self, when: float) -> None:
-        delay = (when - self.site.now()) / self.speedup
-        if delay > 0:
-            self.sleep(delay)
-        self.site.advance_to(when)
-
-    @property
-    def finished(self) -> bool:
-        return self.site.finished
-
-
 class Daemon:
-    def __init__(self, settings: Settings, config_path: str | None = None) -> None:
+    def __init__(self, settings: Settings, config_path: str | None = None, sleep: Callable[[float], None] | None = None) -> None:
         self.settings = settings
         self.config_path = config_path
         self.store = StateStore(settings.state_path)
@@ -97,26 +70,30 @@ class Daemon:
         self.reload_requested = False
         self.iterations = 0
         self.overruns = 0
-        self.world, self.state, self.loop = self._build()
+        self.runtime: Runtime = build_runtime(settings, self.store, sleep or self._interruptible_sleep)
+        self.metrics = self._start_metrics()
 
-    # -- composition -----------------------------------------------------------
+    def _start_metrics(self) -> Metrics | None:
+        if not self.settings.metrics.enabled:
+            return None
+        metrics = Metrics()
+        port = metrics.serve(self.settings.metrics.address, self.settings.metrics.port)
+        log.info("metrics at http://%s:%d/metrics", self.settings.metrics.address, port)
+        return metrics
 
-    def _build(self) -> tuple[EmulatedWorld, RunState, MapeLoop]:
-        if self.settings.site.kind != "emulated":
-            raise ConfigError(
-                f"{self.settings.source}: site.kind {self.settings.site.kind!r} needs the submit-host monitor, "
-                "which this build of wire-daemon run does not wire yet; use site.kind emulated"
-            )
-        trace = Path(self.settings.site.trace) if self.settings.site.trace else bundled_trace_path()
-        workflow = load_trace(trace)
-        s = self.settings
-        site = EmulatedSite(workflow, s.emulation, s.steering.slots_per_instance, s.steering.charging_unit_s)
-        world = EmulatedWorld(site, s.site.speedup)
-        state = RunState(workflow)
-        truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
-        policy = make_policy("wire", state, s.steering, s.prediction, truth=truth)
-        loop = MapeLoop(state, site, site, site, policy, s.steering)
-        return world, state, loop
+    @property
+    def loop(self) -> MapeLoop:
+        return self.runtime.loop
+
+    @property
+    def state(self) -> RunState:
+        return self.runtime.loop.state
+
+    def _interruptible_sleep(self, seconds: float) -> None:
+        """Sleep, but wake within a fraction of a second of SIGTERM."""
+        deadline = time.monotonic() + seconds
+        while not self.stop_requested and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.2))
 
     # -- signals -----------------------------------------------------------------
 
@@ -141,10 +118,9 @@ class Daemon:
         except WireError as exc:
             log.error("reload refused, keeping the running settings: %s", exc)
             return
-        self.settings = replace(fresh, site=self.settings.site, state_path=self.settings.state_path)
-        self.loop.steering = fresh.steering
-        if hasattr(self.loop.policy, "config"):
-            self.loop.policy.config = fresh.steering
+        # The site, the cloud and the state file are what the running daemon is made of: a restart changes them.
+        self.settings = replace(fresh, site=self.settings.site, cloud=self.settings.cloud, state_path=self.settings.state_path)
+        self.runtime.reconfigure(self.settings)
         log.info("reloaded %s", self.config_path)
 
     # -- the service loop ----------------------------------------------------------
@@ -152,17 +128,17 @@ class Daemon:
     def run(self, max_iterations: int | None = None) -> int:
         self.store.set_meta("pid", str(os.getpid()))
         interval = self.settings.steering.interval_s
-        next_at = self.world.now()
-        while not self.stop_requested and not self.world.finished:
+        next_at = self.runtime.now()
+        while not self.stop_requested and not self.runtime.finished:
             if max_iterations is not None and self.iterations >= max_iterations:
                 break
             if self.reload_requested:
                 self.reload()
-            self.world.sleep_until(next_at)
-            if self.world.finished:
+            self.runtime.sleep_until(next_at)
+            if self.runtime.finished or self.stop_requested:
                 break
             started = time.monotonic()
-            self._iterate(self.world.now())
+            self._iterate(self.runtime.now())
             self._sleep_through_releases(next_at + interval)
             self._check_overrun(interval, time.monotonic() - started)
             next_at += interval  # already past after an overrun: the next iteration starts at once
@@ -171,43 +147,58 @@ class Daemon:
 
     def _iterate(self, now: float) -> None:
         try:
+            self.runtime.refresh()
             record = self.loop.iterate(now)
         except Exception:  # one bad iteration must not kill the service
             log.exception("iteration at t=%.0f failed; the loop goes on", now)
             return
         self.iterations += 1
-        entry = record.to_json() | {"cost_units": self.world.site.cost_units(now), "notes": []}
+        entry = record.to_json() | {"cost_units": self.runtime.cost_units(now), "notes": self.runtime.take_notes()}
         self.decisions.append(entry)
         self.store.append_decision(now, entry)
+        if self.metrics is not None:
+            self.metrics.observe(entry, entry["notes"])
         self.store.set_meta("status", json.dumps(self.status_snapshot(now, record), sort_keys=True))
         self.store.set_meta("heartbeat", json.dumps({"wall": time.time(), "virtual": now}))
 
     def _sleep_through_releases(self, until: float) -> None:
         while (when := self.loop.next_release()) is not None and when < until and not self.stop_requested:
-            self.world.sleep_until(when)
+            self.runtime.sleep_until(when)
             self.loop.release_due(when)
 
     def _check_overrun(self, interval: float, took_wall_s: float) -> None:
-        took = took_wall_s * getattr(self.world, "speedup", 1.0)
+        took = took_wall_s * getattr(self.runtime, "speedup", 1.0)
         if took > interval:
             self.overruns += 1
             log.warning("iteration overran its interval: %.1f s for a %.0f s interval; the next starts at once", took, interval)
 
     def _shutdown(self) -> None:
-        if self.world.finished:
-            live = [i.instance_id for i in self.world.site.list_instances()]
-            self.world.site.terminate(live)  # the workflow is done: nothing left to pay for
-        elif self.settings.scale_to_zero_on_exit:
-            self.world.site.terminate([i.instance_id for i in self.world.site.list_instances()])
-        self.store.set_meta("stopped", json.dumps({"wall": time.time(), "finished": self.world.finished}))
+        finished = self.runtime.finished
+        if finished or self.settings.scale_to_zero_on_exit:  # a finished replay has nothing left to pay for
+            self.runtime.terminate_all()
+        self._log_final_terminations()
+        self.store.set_meta("stopped", json.dumps({"wall": time.time(), "finished": finished}))
         self.decisions.close()
         self.store.close()
+        if self.metrics is not None:
+            self.metrics.stop()
+
+    def _log_final_terminations(self) -> None:
+        """Terminations after the last iteration (timed releases, scale-to-zero) still reach the log."""
+        done = self.loop.take_terminated()
+        notes = self.runtime.take_notes()
+        if done or notes:
+            now = self.runtime.now()
+            entry = {"time": now, "event": "shutdown", "terminated": done, "notes": notes,
+                     "cost_units": self.runtime.cost_units(now), "rule": "shutdown"}
+            self.decisions.append(entry)
+            self.store.append_decision(now, entry)
 
     # -- status ---------------------------------------------------------------------
 
     def status_snapshot(self, now: float, record: DecisionRecord) -> dict[str, Any]:
         u = self.settings.steering.charging_unit_s
-        instances = self.world.site.list_instances()
+        instances = self.runtime.instances()
         busy = {}
         for host in self.state.host.values():
             busy[host] = busy.get(host, 0) + 1
@@ -226,26 +217,49 @@ class Daemon:
             ],
             "stages": self._stage_counts(),
             "last_decision": {k: record.to_json()[k] for k in ("target", "planned", "launched", "released", "rule")},
-            "cost_units": self.world.site.cost_units(now),
+            "cost_units": self.runtime.cost_units(now),
             "remaining_makespan_estimate_s": self._remaining_estimate(record),
         }
 
     def _stage_counts(self) -> list[dict[str, Any]]:
-        wf = self.state.workflow
-        out = []
-        for stage, members in zip(wf.stages, wf.stage_members()):
-            status = self.state.status[members]
-            out.append(
-                {
-                    "stage": stage.name,
-                    "tasks": int(members.size),
-                    "done": int(np.count_nonzero(status == TaskStatus.DONE)),
-                    "running": int(np.count_nonzero(status == TaskStatus.RUNNING)),
-                    "idle": int(np.count_nonzero(status == TaskStatus.IDLE)),
-                    "not_ready": int(np.count_nonzero(status == TaskStatus.WAITING)),
-                }
-            )
-        return out
+        """Per stage: task counts by state, and the prediction for its unfinished tasks.
+
+        Counted with bincounts over the task arrays: one pass, whatever the number of stages.
+        """
+        wf, status = self.state.workflow, self.state.status.astype(np.int64)
+        n_stages = len(wf.stages)
+        stage_of = wf.stage_of.astype(np.int64)
+        counts = np.bincount(stage_of * 8 + status, minlength=n_stages * 8).reshape(n_stages, 8)
+        prediction = getattr(self.loop.policy, "last_prediction", None)
+        mean_s, policy = self._stage_predictions(prediction, stage_of, n_stages)
+        return [
+            {
+                "stage": stage.name,
+                "tasks": int(counts[k].sum()),
+                "done": int(counts[k, TaskStatus.DONE]),
+                "running": int(counts[k, TaskStatus.RUNNING]),
+                "idle": int(counts[k, TaskStatus.IDLE]),
+                "not_ready": int(counts[k, TaskStatus.WAITING]),
+                "predicted_occupancy_s": mean_s[k],
+                "prediction_policy": policy[k],
+            }
+            for k, stage in enumerate(wf.stages)
+        ]
+
+    @staticmethod
+    def _stage_predictions(prediction: Any, stage_of: np.ndarray, n_stages: int) -> tuple[list, list]:
+        """Mean predicted occupancy of each stage's unfinished tasks, and the policy most of them use."""
+        if prediction is None or n_stages == 0:
+            return [None] * n_stages, [None] * n_stages
+        open_ = prediction.policy > 0
+        stages = stage_of[open_]
+        n = np.bincount(stages, minlength=n_stages)
+        total = np.bincount(stages, weights=np.nan_to_num(prediction.occupancy_s[open_]), minlength=n_stages)
+        by_policy = np.bincount(stages * 10 + prediction.policy[open_].astype(np.int64), minlength=n_stages * 10)
+        dominant = by_policy.reshape(n_stages, 10).argmax(axis=1)
+        mean_s = [round(float(t / c), 1) if c else None for t, c in zip(total, n)]
+        policy = [int(p) if c else None for p, c in zip(dominant, n)]
+        return mean_s, policy
 
     def _remaining_estimate(self, record: DecisionRecord) -> float:
         """Predicted remaining work over the pool's slots: a rough lower bound for operators."""

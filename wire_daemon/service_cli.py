@@ -39,6 +39,13 @@ def add_service_commands(sub: Any) -> None:
     decisions.add_argument("--follow", action="store_true", help="keep printing new decisions")
     decisions.set_defaults(handler=_decisions)
 
+    report = sub.add_parser("report", help="draw a PNG timeline (pool, tasks, predicted load, cost) from a decisions log")
+    report.add_argument("decisions_log", nargs="?", help="a decisions log (JSON lines) of the daemon or of a replay")
+    report.add_argument("--config", help="read the daemon's decisions log (rotated files too) named in this config")
+    report.add_argument("--out", default="wire-daemon-report.png", help="PNG to write (default: wire-daemon-report.png)")
+    report.add_argument("--title", default="", help="title above the plots (default: the log's name)")
+    report.set_defaults(handler=_report)
+
 
 def _settings(args: argparse.Namespace) -> Settings:
     settings = load_settings(args.config)
@@ -69,6 +76,11 @@ def _check_config(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     settings = load_settings(args.config)
+    if settings.site.kind == "condor":  # the cloud sections are only read on a real site
+        from wire_daemon.execute.factory import driver_config, user_data
+
+        driver_config(settings)
+        user_data(settings)
     print(f"{args.config}: OK")
     print(json.dumps(asdict(settings), indent=2, sort_keys=True, default=str))
     return 0
@@ -132,8 +144,22 @@ def render_status(report: dict[str, Any]) -> str:
         lines.append(f"  {i['instance_id']:<14} {i['state']:<8} age {i['age_s']:>8.0f} s  busy {i['busy_slots']}/{i['slots']}  next charge in {i['next_charge_in_s']:>6.0f} s")
     lines.append("stages:")
     for s in report["stages"]:
-        lines.append(f"  {s['stage']:<24} done {s['done']:>5}/{s['tasks']:<5} running {s['running']:>4} idle {s['idle']:>5} not ready {s['not_ready']:>5}")
+        predicted = "" if s.get("predicted_occupancy_s") is None else f"  predicted {s['predicted_occupancy_s']:>7.1f} s (policy {s['prediction_policy']})"
+        lines.append(f"  {s['stage']:<24} done {s['done']:>5}/{s['tasks']:<5} running {s['running']:>4} idle {s['idle']:>5} not ready {s['not_ready']:>5}{predicted}")
     return "\n".join(lines)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from wire_daemon.errors import ConfigError
+    from wire_daemon.report import load_decisions, render_report
+
+    if bool(args.decisions_log) == bool(args.config):
+        raise ConfigError("report: give either a decisions log or --config, not both or neither")
+    path = Path(args.decisions_log) if args.decisions_log else Path(load_settings(args.config).log.decisions_path)
+    records = load_decisions(path, rotated=bool(args.config))
+    out = render_report(records, Path(args.out), args.title or path.name)
+    print(f"wrote {out} ({len(records)} decisions)")
+    return 0
 
 
 def _decisions(args: argparse.Namespace) -> int:

@@ -38,6 +38,16 @@ class CloudSettings:
 
 
 @dataclass(frozen=True)
+class CondorSettings:
+    """How the daemon reaches HTCondor on a real submit host (site.kind condor)."""
+
+    control: str = "htcondor"  # htcondor: boost JobPrio, drain and check workers; off: log what it would do
+    collector: str = ""  # host[:port]; "" = COLLECTOR_HOST from the HTCondor configuration
+    schedd: str = ""  # schedd name; "" = the local schedd
+    settle_s: float = 5.0  # a .dag unchanged this long (and no DAGMan file yet) is read as complete
+
+
+@dataclass(frozen=True)
 class LogSettings:
     decisions_path: str = "decisions.jsonl"
     max_bytes: int = 10_000_000
@@ -55,6 +65,7 @@ class MetricsSettings:
 class Settings:
     site: SiteSettings = field(default_factory=SiteSettings)
     cloud: CloudSettings = field(default_factory=CloudSettings)
+    condor: CondorSettings = field(default_factory=CondorSettings)
     prediction: PredictionConfig = field(default_factory=PredictionConfig)
     steering: SteeringConfig = field(default_factory=SteeringConfig)
     emulation: EmulationConfig = field(default_factory=EmulationConfig)
@@ -73,6 +84,9 @@ class Settings:
             self.safety.validate()
             _check_choice("site.kind", self.site.kind, ("emulated", "condor"))
             _check_choice("cloud.kind", self.cloud.kind, ("emulated", "ec2", "openstack"))
+            _check_choice("condor.control", self.condor.control, ("htcondor", "off"))
+            if self.site.kind == "condor" and self.cloud.kind == "emulated":
+                raise ConfigError("site.kind condor needs a real cloud: set cloud.kind to ec2 or openstack")
             if self.site.kind == "condor" and not self.site.submit_root:
                 raise ConfigError("site.submit_root is required when site.kind is condor")
             if self.site.kind == "emulated" and self.cloud.kind != "emulated":
@@ -151,4 +165,4 @@ def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"{key} must be one of {', '.join(choices)} (got {value!r})")
 
 
-__all__ = ["Settings", "SiteSettings", "CloudSettings", "LogSettings", "MetricsSettings", "load_settings", "WireError"]
+__all__ = ["Settings", "SiteSettings", "CloudSettings", "CondorSettings", "LogSettings", "MetricsSettings", "load_settings", "WireError"]

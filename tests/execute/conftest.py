@@ -1,92 +1,13 @@
-"""Fixtures for the cloud driver tests: a moto EC2 server on loopback, fake sleeps."""
+"""Fixtures for the cloud driver tests: ownership per test, fake sleeps (moto: tests/conftest.py)."""
 
 from __future__ import annotations
 
-import socket
 import uuid
-from dataclasses import dataclass
 
 import pytest
 
 from wire_daemon.execute.cloud import Ownership
 from wire_daemon.execute.retry import Retrier, RetryPolicy
-
-REGION = "us-east-1"
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint():
-    """moto's EC2/IAM server over HTTP on 127.0.0.1, for the whole session."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    if not hasattr(server, "get_host_and_port"):  # older moto: pick a free port ourselves
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port() if hasattr(server, "get_host_and_port") else ("127.0.0.1", port)
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def aws_region() -> str:
-    return REGION
-
-
-@pytest.fixture(scope="session")
-def boto_client(moto_endpoint):
-    """A factory of boto3 clients for the moto server, with dummy credentials only."""
-    import boto3
-    from botocore.config import Config
-
-    cache: dict[str, object] = {}
-
-    def make(service: str = "ec2", fresh: bool = False):
-        # Building a client costs ~0.2 s (service model loading): share one unless asked.
-        if fresh or service not in cache:
-            cache[service] = new(service)
-        return cache[service]
-
-    def new(service: str):
-        return boto3.session.Session(
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            region_name=REGION,
-        ).client(
-            service,
-            endpoint_url=moto_endpoint,
-            config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
-        )
-
-    return make
-
-
-@dataclass(frozen=True)
-class Network:
-    image_id: str
-    subnet_id: str
-    security_group_id: str
-    key_name: str
-    instance_profile: str
-
-
-@pytest.fixture(scope="session")
-def network(boto_client) -> Network:
-    ec2 = boto_client("ec2")
-    iam = boto_client("iam")
-    image_id = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
-    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.1.0/24")["Subnet"]["SubnetId"]
-    group = ec2.create_security_group(GroupName="wire-workers", Description="workers", VpcId=vpc)["GroupId"]
-    ec2.create_key_pair(KeyName="wire-ops")
-    iam.create_instance_profile(InstanceProfileName="wire-worker")
-    return Network(image_id, subnet, group, "wire-ops", "wire-worker")
-
 
 @pytest.fixture
 def ownership() -> Ownership:

@@ -111,3 +111,26 @@ def test_unsafe_ids_never_reach_a_constraint():
     control = _control({}, ads=ADS)
     with pytest.raises(ValueError):
         control.holds_claims('x" || true || "')
+
+
+class QueryingSchedd:
+    def __init__(self, ads):
+        self.ads = ads
+        self.constraints: list[str] = []
+
+    def query(self, constraint=None, projection=None):
+        self.constraints.append(constraint)
+        return self.ads
+
+
+def test_a_node_job_is_found_by_workflow_uuid_and_node_name():
+    from wire_daemon.execute.condor_control import queued_job_id
+
+    schedd = QueryingSchedd([{"ClusterId": 41, "ProcId": 0}, {"ClusterId": 57, "ProcId": 0}])
+    assert queued_job_id(schedd, "6d2b1c3e-0000-4000-8000-000000000001", "mProject_ID0000001") == "57.0"  # the retry
+    assert schedd.constraints == [
+        'pegasus_wf_uuid == "6d2b1c3e-0000-4000-8000-000000000001" && DAGNodeName == "mProject_ID0000001"'
+    ]
+    assert queued_job_id(QueryingSchedd([]), "u-1", "n") is None
+    with pytest.raises(ValueError):
+        queued_job_id(schedd, 'x" || true || "', "n")  # never a constraint injection

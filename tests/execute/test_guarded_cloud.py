@@ -19,6 +19,8 @@ from wire_daemon.state import StateStore
 class FakeDriver:
     """An in-memory cloud that records every call."""
 
+    slots_per_instance = 4
+
     def __init__(self, clock):
         self.clock = clock
         self.live: dict[str, Instance] = {}
@@ -87,11 +89,23 @@ def test_hourly_budget(world):
 
 def test_dry_run_makes_no_call_and_says_what_it_would_do(world):
     clock, driver, store, guarded = world
-    cloud = guarded(dry_run=True)
-    assert cloud.launch(2) == []
-    cloud.terminate(["i-9"])
-    assert [c for c in driver.calls if c[0] != "list"] == []
-    assert cloud.take_notes() == ["dry-run: would launch 2 instance(s)", "dry-run: would terminate i-9"]
+    cloud = guarded(dry_run=True, charging_unit_s=60.0)
+    phantoms = cloud.launch(2)
+    assert [i.instance_id for i in phantoms] == ["dry-run-0001", "dry-run-0002"]
+    assert cloud.list_instances() == phantoms  # the pool it would have, not the cloud's
+    clock["t"] = 90.0
+    cloud.terminate(["dry-run-0001"])
+    assert [i.instance_id for i in cloud.list_instances()] == ["dry-run-0002"]
+    cloud.reconcile()
+    assert driver.calls == []  # not even a listing
+    assert cloud.take_notes() == [
+        "dry-run: would launch 2 instance(s)",
+        "dry-run: would terminate dry-run-0001",
+        "dry-run: reconcile skipped (it would list the cloud)",
+    ]
+    clock["t"] = 130.0
+    assert cloud.cost_units(130.0) == 2 + 3  # ended at 90 s: 2 units; still up at 130 s: 3 units
+    assert store.instances(live_only=False) == []  # phantoms never reach the state file
 
 
 def test_cloud_errors_become_notes_not_exceptions(world):

@@ -119,3 +119,34 @@ def test_sighup_with_a_broken_file_keeps_the_old_settings(tmp_path, caplog):
     assert "reload refused" in caplog.text
     assert daemon.settings.steering.interval_s == 180
     daemon.run(max_iterations=1)
+
+
+def test_the_submit_host_example_checks_out_cloud_sections_included(capsys):
+    example = EXAMPLE.with_name("submit-host.example.yaml")
+    assert main(["check-config", str(example)]) == 0
+    settings = load_settings(example)
+    assert settings.site.kind == "condor" and settings.cloud.kind == "ec2" and settings.safety.dry_run
+
+
+def test_check_config_names_a_bad_cloud_key(tmp_path, capsys):
+    example = EXAMPLE.with_name("submit-host.example.yaml").read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(example.replace("instance_type: c5.xlarge", "instance_typ: c5.xlarge"))
+    assert main(["check-config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml" in err and "cloud.ec2.instance_typ" in err
+
+
+def test_run_serves_metrics_when_enabled(tmp_path):
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = _config(tmp_path, extra=f"metrics: {{enabled: true, port: {port}}}")
+    daemon = Daemon(load_settings(config), str(config))
+    daemon._iterate(daemon.runtime.now())  # one iteration, then read the page before shutting down
+    page = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert "wire_decisions_total 1.0" in page and "wire_pool_instances" in page
+    daemon._shutdown()

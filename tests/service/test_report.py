@@ -102,3 +102,18 @@ def test_load_decisions_rotated_and_bad_lines(tmp_path: Path, caplog: pytest.Log
 def test_load_decisions_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such decisions log"):
         load_decisions(tmp_path / "absent.jsonl")
+
+
+def test_report_command_draws_a_replay_written_by_replay_decisions_out(tmp_path, capsys):
+    from wire_daemon.cli import main
+
+    log = tmp_path / "decisions.jsonl"
+    assert main(["replay", "--time-scale", "20", "--charging-unit", "1", "--decisions-out", str(log)]) == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) > 3 and {"time", "pool", "target", "launched", "terminated"} <= set(records[0])
+    out = tmp_path / "timeline.png"
+    assert main(["report", str(log), "--out", str(out)]) == 0
+    assert f"wrote {out} ({len(records)} decisions)" in capsys.readouterr().out
+    _assert_drawn(out)
+    assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl: no such decisions log" in capsys.readouterr().err

@@ -99,6 +99,10 @@ class HTCondorControl:
                 self.errors += 1
                 log.warning("could not drain %s (%s): %s", instance_id, ad.get("Machine"), exc)
 
+    def has_joined(self, instance_id: str) -> bool:
+        """True when a startd of the instance is in the collector (GuardedCloud's join check)."""
+        return bool(self._startd_ads(instance_id, ["Name"]))
+
     def holds_claims(self, instance_id: str) -> bool:
         """True when a slot of the instance is claimed; asked right before terminating it."""
         ads = self._startd_ads(instance_id, ["Name", "State"])
@@ -119,6 +123,25 @@ class HTCondorControl:
         import htcondor2
 
         return htcondor2.Startd(ad)
+
+
+def queued_job_id(schedd: Any, wf_uuid: str, node: str) -> str | None:
+    """``cluster.proc`` of the job a Pegasus workflow's DAG node has in the queue now, if any.
+
+    Pegasus writes ``+pegasus_wf_uuid`` into every job and DAGMan sets
+    ``DAGNodeName``; together they name one node even when several workflows
+    on the schedd share node names.
+    """
+    constraint = f'pegasus_wf_uuid == "{_checked(wf_uuid)}" && DAGNodeName == "{_checked(node)}"'
+    try:
+        ads = list(schedd.query(constraint=constraint, projection=["ClusterId", "ProcId"]))
+    except Exception as exc:
+        log.warning("schedd query for node %s failed: %s", node, exc)
+        return None
+    if not ads:
+        return None
+    latest = max(ads, key=lambda ad: (int(ad.get("ClusterId", -1)), int(ad.get("ProcId", -1))))
+    return f"{int(latest['ClusterId'])}.{int(latest['ProcId'])}"
 
 
 def _checked(value: str) -> str:

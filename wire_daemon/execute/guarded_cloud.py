@@ -6,7 +6,10 @@ the state file. Whatever the policy asks, it:
 * never exceeds ``max_instances`` live instances, never launches more than
   ``max_launches_per_interval`` at once, and never starts more charging units
   per hour than ``budget_units_per_hour`` (when set);
-* in dry-run mode logs every call it would make and makes none;
+* in dry-run mode makes no cloud call at all, not even a listing: it keeps
+  a pool of phantom instances (``dry-run-0001``...) that it "launches" and
+  "terminates", so the decisions log reads as the real run would, and notes
+  every call it would have made;
 * backs off after instances die young or never join the pool, doubling the
   pause each time, so a broken image cannot become a redeploy loop;
 * records each launch request before the cloud call and closes it after, so
@@ -34,6 +37,8 @@ log = logging.getLogger(__name__)
 
 
 class Driver(Protocol):
+    slots_per_instance: int
+
     def list_instances(self, include_unusable: bool = False) -> list[Instance]: ...
 
     def find_request(self, request_id: str) -> list[Instance]: ...
@@ -99,10 +104,14 @@ class GuardedCloud:
         self._backoff_until = float("-inf")
         self._backoff_s = config.backoff_initial_s
         self._ended_by_us: set[str] = set()
+        self._phantoms: dict[str, Instance] = {}  # dry-run: the pool we would have
+        self._phantom_ends: dict[str, float] = {}
 
     # -- the Cloud port -----------------------------------------------------------
 
     def list_instances(self) -> list[Instance]:
+        if self.config.dry_run:
+            return [i for k, i in self._phantoms.items() if k not in self._phantom_ends]
         try:
             live = self.driver.list_instances()
         except CloudError as exc:
@@ -117,7 +126,7 @@ class GuardedCloud:
             return []
         if self.config.dry_run:
             self._note(f"dry-run: would launch {allowed} instance(s)")
-            return []
+            return self._launch_phantoms(allowed)
         request_id = self.store.open_request(allowed, now=self.clock())
         try:
             launched = self.driver.launch(allowed, request_id=request_id)
@@ -137,6 +146,9 @@ class GuardedCloud:
             return
         if self.config.dry_run:
             self._note(f"dry-run: would terminate {', '.join(instance_ids)}")
+            for instance_id in instance_ids:
+                if instance_id in self._phantoms:
+                    self._phantom_ends.setdefault(instance_id, self.clock())
             return
         try:
             ended = self.driver.terminate(instance_ids)
@@ -165,6 +177,9 @@ class GuardedCloud:
     def reconcile(self) -> ReconcileReport:
         """Make the state file agree with the cloud; finish or roll back open requests."""
         report = ReconcileReport()
+        if self.config.dry_run:
+            self._note("dry-run: reconcile skipped (it would list the cloud)")
+            return report
         self._settle_requests(report)
         cloud = {i.instance_id: i for i in self.driver.list_instances(include_unusable=True)}
         known = {r.instance_id: r for r in self.store.instances()}
@@ -197,9 +212,30 @@ class GuardedCloud:
 
     # -- limits ------------------------------------------------------------------------
 
+    # -- accounting ---------------------------------------------------------------------
+
+    def cost_units(self, now: float) -> int:
+        """Charging units started so far by every instance we launched (phantoms in dry-run)."""
+        unit = self.config.charging_unit_s
+        spans = (
+            [(i.launch_time, self._phantom_ends.get(k, now)) for k, i in self._phantoms.items()]
+            if self.config.dry_run
+            else [(r.launch_time, r.ended_at if r.ended_at is not None else now) for r in self.store.instances(live_only=False)]
+        )
+        return sum(max(1, math.ceil((end - start) / unit - 1e-9)) for start, end in spans)
+
+    def _launch_phantoms(self, count: int) -> list[Instance]:
+        slots = getattr(self.driver, "slots_per_instance", 1)
+        made = []
+        for _ in range(count):
+            instance_id = f"dry-run-{len(self._phantoms) + 1:04d}"
+            self._phantoms[instance_id] = Instance(instance_id, self.clock(), slots, "running")
+            made.append(self._phantoms[instance_id])
+        return made
+
     def _allowed_launches(self, wanted: int) -> int:
         now = self.clock()
-        live = len(self.store.instances())
+        live = len(self.list_instances()) if self.config.dry_run else len(self.store.instances())
         limits = {
             "asked": wanted,
             "max_instances": self.config.max_instances - live,

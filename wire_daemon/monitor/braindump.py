@@ -39,6 +39,10 @@ class Braindump:
         return self._get("root_wf_uuid")
 
     @property
+    def dax_label(self) -> str | None:
+        return self._get("dax_label")
+
+    @property
     def wf_name(self) -> str | None:
         return self._get("pegasus_wf_name")
 

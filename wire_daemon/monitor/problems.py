@@ -20,6 +20,7 @@ class Problems:
         self._limit = limit
         self.messages: list[str] = []
         self.count = 0
+        self._handed_out = 0  # messages already given to take_new
 
     def warn(self, source: str, message: str, where: str | int | None = None) -> None:
         text = format_place(source, where) + ": " + message
@@ -27,6 +28,12 @@ class Problems:
         if len(self.messages) < self._limit:
             self.messages.append(text)
         self._log.warning("%s", text)
+
+    def take_new(self) -> list[str]:
+        """The kept warnings not taken before (for the daemon's decisions log)."""
+        new = self.messages[self._handed_out :]
+        self._handed_out = len(self.messages)
+        return new
 
 
 def format_place(source: str, where: str | int | None = None) -> str:

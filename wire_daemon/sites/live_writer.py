@@ -181,6 +181,13 @@ class HostAddresses:
     def host_of(self, address: str) -> str | None:
         return self._by_address.get(address)
 
+    def pin(self, host: str, address: str) -> None:
+        """Give ``host`` a known address (a real instance's), instead of a documentation one."""
+        if self._by_address.get(address, host) != host or self._by_host.get(host, address) != address:
+            raise ValueError(f"address {address} or host {host} already has another mapping")
+        self._by_host[host] = address
+        self._by_address[address] = host
+
     def as_dict(self) -> dict[str, str]:
         return dict(self._by_host)
 

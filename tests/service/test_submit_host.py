@@ -1,0 +1,120 @@
+"""The submit host's observations and runtime, on live-written submit dirs (no daemon process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wire_daemon.config import EmulationConfig
+from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
+from wire_daemon.settings import CondorSettings, Settings, SiteSettings, CloudSettings
+from wire_daemon.config import SteeringConfig
+from wire_daemon.execute.guarded_cloud import SafetyConfig
+from wire_daemon.runtimes import SubmitHostRuntime
+from wire_daemon.sites.live_writer import WriterOptions, build_live
+from wire_daemon.sites.ports import Instance
+from wire_daemon.sites.submit_host import FinishedMarkersOnly, SubmitHostObservations
+from wire_daemon.state import StateStore
+from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EPOCH = 1_700_000_000.0
+
+
+def _live(root: Path, name: str, trace: Path, label: str):
+    return build_live(load_trace(trace), root / name, EmulationConfig(initial_instances=2), 4, 3600.0,
+                      WriterOptions(epoch=EPOCH, label=label))
+
+
+def test_two_workflows_one_dag_and_a_finished_one_forgotten(tmp_path):
+    montage = _live(tmp_path, "run1", bundled_trace_path(), "montage")
+    sra = _live(tmp_path, "run2", DATA / "srasearch-chameleon-30a-001.json", "sra")
+    montage.advance_to(30.0)
+    sra.advance_to(30.0)
+    obs = SubmitHostObservations(SubmitRootMonitor(tmp_path, settle_s=0.0))
+    assert obs.refresh() is True
+    sizes = montage.site.wf.n_tasks + sra.site.wf.n_tasks
+    assert obs.workflow.n_tasks == sizes
+    assert {t.split("/")[0] for t in obs.workflow.task_ids} == {"montage-1", "sra-2"}
+    history = obs.history()
+    assert len(history) == len(montage.emitted) + len(sra.emitted)
+    assert obs.poll_events() == []  # a rebuild hands everything out through history()
+
+    montage.run()  # to the end; the writer closes the run (DAGMan finished)
+    assert obs.refresh() is True
+    assert obs.workflow.n_tasks == sra.site.wf.n_tasks  # montage is forgotten
+    sra.advance_to(60.0)
+    assert obs.refresh() is False
+    assert all(e.task_id.startswith("sra-2/") for e in obs.poll_events())
+
+
+class FakeDriver:
+    slots_per_instance = 4
+
+    def __init__(self) -> None:
+        self.live: dict[str, Instance] = {}
+        self.launches = 0
+
+    def list_instances(self, include_unusable: bool = False) -> list[Instance]:
+        return list(self.live.values())
+
+    def find_request(self, request_id: str) -> list[Instance]:
+        return [i for i in self.live.values() if i.request_id == request_id]
+
+    def launch(self, count: int, request_id: str | None = None, user_data: str | None = None) -> list[Instance]:
+        made = []
+        for _ in range(count):
+            self.launches += 1
+            instance = Instance(f"i-{self.launches}", EPOCH, 4, "running", f"10.0.0.{self.launches}", request_id=request_id or "")
+            self.live[instance.instance_id] = instance
+            made.append(instance)
+        return made
+
+    def terminate(self, instance_ids) -> list[str]:
+        for i in instance_ids:
+            self.live.pop(i, None)
+        return list(instance_ids)
+
+
+def test_the_runtime_rebuilds_its_loop_when_a_workflow_comes_and_goes(tmp_path):
+    live = _live(tmp_path / "submit", "run1", bundled_trace_path(), "montage")
+    live.advance_to(20.0)
+    settings = Settings(
+        site=SiteSettings(kind="condor", submit_root=str(tmp_path / "submit")),
+        cloud=CloudSettings(kind="ec2"),
+        condor=CondorSettings(control="off", settle_s=0.0),
+        steering=SteeringConfig(min_instances=0),
+        safety=SafetyConfig(),
+    ).validate()
+    store = StateStore(tmp_path / "state.sqlite")
+    clock = {"t": EPOCH + 20.0}
+    runtime = SubmitHostRuntime(settings, store, driver=FakeDriver(), clock=lambda: clock["t"])
+    assert runtime.loop.state.workflow.n_tasks == 0  # nothing read yet
+
+    runtime.refresh()
+    record = runtime.loop.iterate(clock["t"])
+    assert runtime.loop.state.workflow.n_tasks == live.site.wf.n_tasks
+    assert record.done == live.site.n_done and record.launched  # an idle queue and no instance: grow
+    notes = runtime.take_notes()
+    assert any("would boost JobPrio" in n for n in notes)
+    boosted = int(runtime.loop.boost.used.sum())
+
+    live.run()
+    clock["t"] = EPOCH + live.site.last_finish + 1.0
+    runtime.refresh()
+    record = runtime.loop.iterate(clock["t"])
+    assert runtime.loop.state.workflow.n_tasks == 0 and record.planned == 0  # no work: line 28 does not apply
+    assert record.pool == 1 and "release" in record.rule  # it goes when its paid unit ends, not before
+    assert boosted > 0
+    assert runtime.cost_units(clock["t"]) == 1
+    store.close()
+
+
+def test_only_the_finished_list_is_persisted(tmp_path):
+    store = StateStore(tmp_path / "state.sqlite")
+    positions = FinishedMarkersOnly(store)
+    positions.save_position("submit-root:/x", {"finished": {}})
+    positions.save_position("submit-dir:abc:events", {"offset": 10})
+    assert store.load_position("submit-root:/x") == {"finished": {}}
+    assert store.load_position("submit-dir:abc:events") is None
+    assert positions.load_position("submit-dir:abc:events") == {"offset": 10}
+    store.close()
