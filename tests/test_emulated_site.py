@@ -30,7 +30,9 @@ def test_chain_timing_submit_delay_negotiation_and_transfer():
         ("finished", "B", 35.0),
     ]
     assert site.finished and site.last_finish == 35.0
-    assert site.cost_units(35.0) == 1
+    assert site.cost_units(35.0) == 2  # the initial instance was launched a boot lag (30 s) before time 0
+    unbilled = _site([TaskSpec("A", "a", runtime_s=10.0)], bill_initial_boot=False)
+    assert unbilled.cost_units(35.0) == 1
     assert site.busy_slot_s == pytest.approx(31.0)
 
 
@@ -68,7 +70,7 @@ def test_boot_lag_and_per_unit_billing():
 
 
 def test_terminate_evicts_and_restarts_from_zero():
-    site = _site([TaskSpec("A", "a", runtime_s=100.0)])
+    site = _site([TaskSpec("A", "a", runtime_s=100.0)], bill_initial_boot=False)
     site.advance_to(50.0)
     site.poll_events()
     (spare,) = site.launch(1)

@@ -84,6 +84,9 @@ class EmulationConfig:
     submit_delay_s: float = 1.0  # DAGMan: parents done -> node submitted
     bandwidth_bytes_per_s: float = 125e6  # input/output transfer, per slot (1 Gbit/s)
     initial_instances: int = 1  # pool already up when the workflow is submitted
+    # That pool was launched boot_lag_s before and is billed from its launch, like every
+    # instance (the full site's boot is paid too); false: it is free until time 0.
+    bill_initial_boot: bool = True
     time_scale: float = 1.0  # multiply every runtime and transfer time (study long runs)
     seed: int = 0  # order of ready tasks within one DAGMan submit batch
 

@@ -95,8 +95,9 @@ class EmulatedSite:
         self.wasted_slot_s = 0.0
         self.first_completion: dict[int, float] = {}  # stage -> time of its first finished task
         self._submit_roots()
+        booted_at = -config.boot_lag_s if config.bill_initial_boot else 0.0
         for _ in range(config.initial_instances):
-            self._add_instance(ready_time=0.0)
+            self._add_instance(ready_time=0.0, launch_time=booted_at)
 
     # -- Clock -------------------------------------------------------------
 
@@ -309,9 +310,10 @@ class EmulatedSite:
         heapq.heappush(self._idle, (-int(self._priority[task]), int(self._submit_seq[task]), task))
         self._request_negotiation()
 
-    def _add_instance(self, ready_time: float, instance_id: str | None = None) -> _EmuInstance:
+    def _add_instance(self, ready_time: float, instance_id: str | None = None, launch_time: float | None = None) -> _EmuInstance:
         instance_id = instance_id or f"i-{next(self._instance_ids):05d}"
-        inst = _EmuInstance(instance_id, self.time, ready_time, self.slots_per_instance)
+        launched = self.time if launch_time is None else launch_time
+        inst = _EmuInstance(instance_id, launched, ready_time, self.slots_per_instance)
         self._instances[inst.instance_id] = inst
         self._alive[inst.instance_id] = inst
         if ready_time > self.time:
