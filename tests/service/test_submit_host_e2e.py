@@ -203,7 +203,7 @@ def test_run_on_a_submit_host_with_moto(tmp_path, moto_endpoint, network, boto_c
     daemon = start_daemon(config)
     try:
         # Checkpoint 1: the pool has grown and the status follows the run.
-        wait_for(lambda: len(world.seen) >= 2 and world.done_by(time.time() - world.epoch) >= 10, 60, "the pool to grow", world)
+        wait_for(lambda: len(world.seen) >= 2 and world.done_by(time.time() - world.epoch) >= 10, 300, "the pool to grow", world)
         check_status(config, world, tasks)
 
         # SIGTERM mid-run: the iteration ends, the state persists, the instances stay up.
@@ -215,12 +215,12 @@ def test_run_on_a_submit_host_with_moto(tmp_path, moto_endpoint, network, boto_c
 
         # Restart: it re-reads the submit dir, knows its instances, and launches no duplicate.
         daemon = start_daemon(config)
-        wait_for(lambda: len(records(tmp_path)) > 0 and status(config).get("daemon") == "running", 30, "the restart")
-        wait_for(lambda: world.done_by(time.time() - world.epoch) >= tasks // 2, 90, "half the workflow", world)
+        wait_for(lambda: len(records(tmp_path)) > 0 and status(config).get("daemon") == "running", 120, "the restart")
+        wait_for(lambda: world.done_by(time.time() - world.epoch) >= tasks // 2, 300, "half the workflow", world)
         check_status(config, world, tasks)
 
-        wait_for(lambda: world.live.finished, 180, "the workflow to finish", world)
-        wait_for(lambda: all(s in ("shutting-down", "terminated") for s in world.seen.values()), 90,
+        wait_for(lambda: world.live.finished, 600, "the workflow to finish", world)
+        wait_for(lambda: all(s in ("shutting-down", "terminated") for s in world.seen.values()), 300,
                  "the pool to be released once the workflow is done", world)
         time.sleep(3)  # one more iteration: its record lists the last terminations
         final = status(config)
@@ -269,7 +269,7 @@ def test_dry_run_makes_no_cloud_call_and_logs_what_it_would_do(tmp_path, network
     world, thread = start_world(tmp_path / "submit", None, pool_name, initial_instances=MAX_INSTANCES)
     daemon = start_daemon(config)
     try:
-        wait_for(lambda: world.live.finished, 180, "the workflow to finish", world)
+        wait_for(lambda: world.live.finished, 600, "the workflow to finish", world)
         time.sleep(3)
     finally:
         world.stop.set()
