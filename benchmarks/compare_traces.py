@@ -28,18 +28,15 @@ import argparse
 import csv
 import os
 import resource
-import signal
 import subprocess
 import sys
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -52,8 +49,8 @@ except ImportError:
 
 from wire_daemon.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig  # noqa: E402
 from wire_daemon.replay import ReplayResult, compare  # noqa: E402
-from wire_daemon.workflow.model import Workflow  # noqa: E402
-from wire_daemon.workflow.wfformat import load_trace  # noqa: E402
+# One definition of each run-level helper, shared with the evaluation.
+from wire_daemon.evaluate import GROUPS, ReplayTimeout, _csv_value, _json_bytes, _workflow, cpu_limit, group_of  # noqa: E402
 
 POLICIES = ("wire", "full-site", "pure-reactive", "reactive-conserving", "oracle")
 REACTIVE = ("pure-reactive", "reactive-conserving")
@@ -61,7 +58,6 @@ UNITS_MIN = (1.0, 15.0, 30.0, 60.0)
 INTERVAL_S = 180.0  # the MAPE interval and the boot lag (the paper's 3 minutes)
 SLOTS = 4
 MAX_INSTANCES = 12
-GROUPS = ("< 1 interval", "1-10 intervals", ">= 10 intervals")
 EPS_S = 1e-6  # makespans closer than this are equal
 DEFAULT_TIMEOUT_S = 20.0  # CPU seconds; the slowest policy replay that ends takes ~11 s
 
@@ -111,10 +107,6 @@ class Timing:
     timed_out: bool = False
 
 
-class ReplayTimeout(Exception):
-    """A policy run used up its CPU-time limit."""
-
-
 # --- running -----------------------------------------------------------------
 
 
@@ -124,35 +116,6 @@ def paper_config(u_min: float, time_scale: float, seed: int) -> ReplayConfig:
     )
     emulation = EmulationConfig(boot_lag_s=INTERVAL_S, time_scale=time_scale, seed=seed)
     return ReplayConfig(PredictionConfig(), steering, emulation).validate()
-
-
-@lru_cache(maxsize=4)
-def _workflow(path: str) -> Workflow:
-    return load_trace(path)
-
-
-def _on_timer(signum: int, frame: object) -> None:
-    raise ReplayTimeout()
-
-
-@contextmanager
-def cpu_limit(seconds: float) -> Iterator[None]:
-    """Raise ReplayTimeout after ``seconds`` of CPU time of this (worker) process; 0 = no limit.
-
-    CPU time rather than wall time, so that a busy machine does not cut a run short.
-    """
-    if seconds <= 0:
-        yield
-        return
-    previous = signal.signal(signal.SIGPROF, _on_timer)
-    # Repeat every half second: an exception raised while numpy probes an object's
-    # attributes (e.g. an IntEnum's __array_ufunc__) is swallowed by numpy.
-    signal.setitimer(signal.ITIMER_PROF, seconds, 0.5)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
 
 
 def run_job(job: Job, limit_s: float) -> tuple[list[Row], list[Timing]]:
@@ -226,15 +189,6 @@ def make_jobs(folder: Path, traces: Sequence[Path], args: argparse.Namespace) ->
     return sorted(jobs, key=lambda j: (-j.time_scale, -_json_bytes(Path(j.path))))
 
 
-def _json_bytes(path: Path) -> int:
-    """Size of the JSON text: a gzip file records it (mod 2**32) in its last four bytes."""
-    if not path.name.endswith(".gz"):
-        return path.stat().st_size
-    with path.open("rb") as f:
-        f.seek(-4, os.SEEK_END)
-        return int.from_bytes(f.read(4), "little")
-
-
 def run_all(jobs: Sequence[Job], workers: int, limit_s: float) -> tuple[list[Row], list[Timing]]:
     rows: list[Row] = []
     timings: list[Timing] = []
@@ -276,12 +230,6 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
             writer.writerow({k: _csv_value(v) for k, v in asdict(row).items()})
 
 
-def _csv_value(value: object) -> object:
-    if value is None:
-        return ""
-    return f"{value:g}" if isinstance(value, float) and value.is_integer() else value
-
-
 # --- grouping ----------------------------------------------------------------
 
 Key = tuple[str, float, int, float]  # trace, time scale, seed, u
@@ -292,12 +240,6 @@ def by_run(rows: Iterable[Row]) -> dict[Key, dict[str, Row]]:
     for r in rows:
         runs[(r.trace, r.time_scale, r.seed, r.u_min)][r.policy] = r
     return runs
-
-
-def group_of(intervals: float) -> str:
-    if intervals < 1:
-        return GROUPS[0]
-    return GROUPS[1] if intervals < 10 else GROUPS[2]
 
 
 def run_name(r: Row) -> str:
