@@ -28,7 +28,6 @@ import argparse
 import csv
 import os
 import resource
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -51,6 +50,7 @@ from wire_daemon.config import EmulationConfig, PredictionConfig, ReplayConfig, 
 from wire_daemon.replay import ReplayResult, compare  # noqa: E402
 # One definition of each run-level helper, shared with the evaluation.
 from wire_daemon.evaluate import GROUPS, ReplayTimeout, _csv_value, _json_bytes, _workflow, cpu_limit, group_of  # noqa: E402
+from wire_daemon.evaluate_report import library_version  # noqa: E402
 
 POLICIES = ("wire", "full-site", "pure-reactive", "reactive-conserving", "oracle")
 REACTIVE = ("pure-reactive", "reactive-conserving")
@@ -460,7 +460,7 @@ def header_md(command: str, n_traces: int, args: argparse.Namespace) -> list[str
     return [
         "# Scaling policies on the public traces",
         "",
-        f"Produced on {date} (UTC), wire_daemon at {library_version()}, by",
+        f"Produced on {date} (UTC), wire_daemon at {library_version(REPO)}, by",
         "",
         "```",
         command,
@@ -478,19 +478,6 @@ def header_md(command: str, n_traces: int, args: argparse.Namespace) -> list[str
         "including makespans, restarts and peak instances.",
         "",
     ]
-
-
-def library_version() -> str:
-    """The checkout's commit, and whether wire_daemon/ differs from it (read-only git calls)."""
-    def git(*cmd: str) -> str:
-        done = subprocess.run(["git", "-C", str(REPO), *cmd], capture_output=True, text=True, check=False)
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    commit = git("rev-parse", "--short", "HEAD")
-    if not commit:
-        return "an unknown commit"
-    dirty = git("status", "--porcelain", "--", "wire_daemon")
-    return f"commit {commit}" + (" with uncommitted changes" if dirty else "")
 
 
 def notes_md(path: Path) -> list[str]:

@@ -33,7 +33,6 @@ import argparse
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -63,7 +62,7 @@ from wire_daemon.evaluate import (  # noqa: E402
     source_fingerprint,
     write_runs_csv,
 )
-from wire_daemon.evaluate_report import ReportMeta, write_report  # noqa: E402
+from wire_daemon.evaluate_report import ReportMeta, library_version, write_report  # noqa: E402
 
 UNITS_MIN = (1.0, 15.0, 30.0, 60.0)
 SCALES = (1.0, 10.0, 100.0)
@@ -122,18 +121,6 @@ def _display(path: Path) -> str:
     return path.name
 
 
-def library_version() -> str:
-    def git(*cmd: str) -> str:
-        done = subprocess.run(["git", "-C", str(REPO), *cmd], capture_output=True, text=True, check=False)
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    commit = git("rev-parse", "--short", "HEAD")
-    if not commit:
-        return "an unknown commit"
-    dirty = git("status", "--porcelain", "--", "wire_daemon")
-    return f"commit {commit}" + (" with uncommitted changes" if dirty else "")
-
-
 def machine() -> str:
     model = platform.machine()
     try:
@@ -178,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = ReportMeta(
         command=command_line(args),
         date=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-        version=library_version(),
+        version=library_version(REPO),
         machine=machine(),
         wall_s=time.perf_counter() - started,
         cpu_s=sum(r.cpu_s for r in outcome.results),

@@ -502,3 +502,18 @@ def write_report(
     plot_groups(runs, out / "groups_paper.png")
     paper_errors = [r for r in errors if r["setting"] == "paper"]
     write_md(out / "README.md", [readme_md(meta, runs, error_table(paper_errors), notes_md(out / "notes.md"))])
+
+
+def library_version(repo: Path) -> str:
+    """The checkout's commit, and whether wire_daemon/ differs from it (read-only git calls)."""
+    import subprocess
+
+    def git(*cmd: str) -> str:
+        done = subprocess.run(["git", "-C", str(repo), *cmd], capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return "an unknown commit"
+    dirty = git("status", "--porcelain", "--", "wire_daemon")
+    return f"commit {commit}" + (" with uncommitted changes" if dirty else "")
