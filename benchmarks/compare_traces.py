@@ -3,7 +3,7 @@
 
 For every trace of the traces folder (``*.json`` / ``*.json.gz``, sub-folders
 such as ``legacy/`` included), every charging unit ``u`` and every time scale,
-run ``wire_daemon.replay.compare`` with the paper's setting (interval = boot
+run ``wire_daemon.runtime.replay.compare`` with the paper's setting (interval = boot
 lag = 3 min, 4 slots per instance, at most 12 instances) and write
 
 * ``docs/results/traces_compare.csv``: one row per trace x u x policy x time
@@ -46,11 +46,11 @@ try:  # run from a checkout without installing the package
 except ImportError:
     sys.path.insert(0, str(REPO))
 
-from wire_daemon.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig  # noqa: E402
-from wire_daemon.replay import ReplayResult, compare  # noqa: E402
+from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig  # noqa: E402
+from wire_daemon.runtime.replay import ReplayResult, compare  # noqa: E402
 # One definition of each run-level helper, shared with the evaluation.
-from wire_daemon.evaluate import GROUPS, ReplayTimeout, _csv_value, _json_bytes, _workflow, cpu_limit, group_of  # noqa: E402
-from wire_daemon.evaluate_report import library_version  # noqa: E402
+from wire_lab.evaluation.runs import GROUPS, ReplayTimeout, _csv_value, _json_bytes, _workflow, cpu_limit, group_of  # noqa: E402
+from wire_lab.evaluation.report import library_version  # noqa: E402
 
 POLICIES = ("wire", "full-site", "pure-reactive", "reactive-conserving", "oracle")
 REACTIVE = ("pure-reactive", "reactive-conserving")

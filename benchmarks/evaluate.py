@@ -50,7 +50,7 @@ except ImportError:
 
 import numpy as np  # noqa: E402
 
-from wire_daemon.evaluate import (  # noqa: E402
+from wire_lab.evaluation.runs import (  # noqa: E402
     MAX_WORKERS,
     SETTINGS,
     ResultCache,
@@ -62,7 +62,7 @@ from wire_daemon.evaluate import (  # noqa: E402
     source_fingerprint,
     write_runs_csv,
 )
-from wire_daemon.evaluate_report import ReportMeta, library_version, write_report  # noqa: E402
+from wire_lab.evaluation.report import ReportMeta, library_version, write_report  # noqa: E402
 
 UNITS_MIN = (1.0, 15.0, 30.0, 60.0)
 SCALES = (1.0, 10.0, 100.0)

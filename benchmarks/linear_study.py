@@ -45,15 +45,15 @@ try:  # run from a checkout without installing the package
 except ImportError:
     sys.path.insert(0, str(REPO))
 
-from wire_daemon.config import (
+from wire_daemon.core.config import (
     EmulationConfig,
     PredictionConfig,
     ReplayConfig,
     SteeringConfig,
 )
-from wire_daemon.loop import DecisionRecord
-from wire_daemon.replay import replay
-from wire_daemon.workflow.model import TaskSpec, Workflow, build_workflow
+from wire_daemon.loop.mape import DecisionRecord
+from wire_daemon.runtime.replay import replay
+from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

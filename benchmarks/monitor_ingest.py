@@ -136,7 +136,7 @@ def measure_follower(log: str) -> dict[str, Any]:
 
 
 def measure_monitor(submit_dir: str) -> dict[str, Any]:
-    from wire_daemon.monitor.run_state import RunState
+    from wire_daemon.core.run_state import RunState
     from wire_daemon.monitor.submit_dir import read_submit_dir
     from wire_daemon.monitor.submit_monitor import MemoryPositionStore, SubmitDirMonitor
 
@@ -162,7 +162,7 @@ def measure_monitor(submit_dir: str) -> dict[str, Any]:
 
 def measure_live(submit_dir: str, polls: int) -> dict[str, Any]:
     """The log appended in ``polls`` slices, one poll each: the cost of one MAPE interval's read."""
-    from wire_daemon.monitor.run_state import RunState
+    from wire_daemon.core.run_state import RunState
     from wire_daemon.monitor.submit_dir import read_submit_dir
     from wire_daemon.monitor.submit_monitor import MemoryPositionStore, SubmitDirMonitor
 

@@ -15,10 +15,10 @@ import statistics
 import time
 from pathlib import Path
 
-from wire_daemon.config import EmulationConfig, ReplayConfig
+from wire_daemon.core.config import EmulationConfig, ReplayConfig
 from wire_daemon.plan.policies import POLICY_NAMES
-from wire_daemon.replay import replay
-from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
+from wire_daemon.runtime.replay import replay
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 DEFAULT_TRACES = (

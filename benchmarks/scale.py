@@ -37,13 +37,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wire_daemon.config import EmulationConfig, PredictionConfig, SteeringConfig
-from wire_daemon.loop import MapeLoop
-from wire_daemon.monitor.run_state import RunState
+from wire_daemon.core.config import EmulationConfig, PredictionConfig, SteeringConfig
+from wire_daemon.loop.mape import MapeLoop
+from wire_daemon.core.run_state import RunState
 from wire_daemon.plan.policies import make_policy
-from wire_daemon.sites.emulated import EmulatedSite
-from wire_daemon.workflow.model import Workflow
-from wire_daemon.workflow.synthetic import synthetic_workflow
+from wire_daemon.emulated.site import EmulatedSite
+from wire_daemon.core.workflow import Workflow
+from wire_lab.synthetic import synthetic_workflow
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 SHAPES = ("epigenomics", "montage")

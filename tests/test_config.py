@@ -2,8 +2,8 @@
 
 import pytest
 
-from wire_daemon.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
-from wire_daemon.errors import ConfigError
+from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
+from wire_daemon.core.errors import ConfigError
 
 
 @pytest.mark.parametrize(

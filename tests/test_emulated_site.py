@@ -2,10 +2,10 @@
 
 import pytest
 
-from wire_daemon.config import EmulationConfig
-from wire_daemon.sites.emulated import EmulatedSite
-from wire_daemon.sites.ports import EventKind
-from wire_daemon.workflow.model import TaskSpec, build_workflow
+from wire_daemon.core.config import EmulationConfig
+from wire_daemon.emulated.site import EmulatedSite
+from wire_daemon.core.events import EventKind
+from wire_daemon.core.workflow import TaskSpec, build_workflow
 
 
 def _site(specs, **overrides):

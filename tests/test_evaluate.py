@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from wire_daemon.evaluate import GROUPS, Job, ResultCache, find_traces, group_of, make_jobs, run_job
+from wire_lab.evaluation.runs import GROUPS, Job, ResultCache, find_traces, group_of, make_jobs, run_job
 from wire_daemon.plan.policies import POLICY_NAMES
-from wire_daemon.workflow.wfformat import bundled_trace_path
+from wire_daemon.emulated.traces import bundled_trace_path
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "evaluate.py"
 
@@ -100,7 +100,7 @@ def test_grid_selection():
 
 
 def test_a_timed_out_policy_leaves_the_others(monkeypatch):
-    import wire_daemon.evaluate as ev
+    import wire_lab.evaluation.runs as ev
 
     real = ev.replay
 

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from wire_daemon.analyze.predictor import OnlinePredictor
-from wire_daemon.config import EmulationConfig, PredictionConfig
+from wire_daemon.core.config import EmulationConfig, PredictionConfig
 from wire_daemon.monitor.hosts import HostMap
-from wire_daemon.monitor.run_state import RunState
+from wire_daemon.core.run_state import RunState
 from wire_daemon.monitor.submit_monitor import MemoryPositionStore, SubmitDirMonitor
-from wire_daemon.sites.live_writer import WriterOptions, build_live
-from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
+from wire_lab.live_writer import WriterOptions, build_live
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 
 def _by_task(state: RunState) -> dict[str, tuple[int, str | None]]:

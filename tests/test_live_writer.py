@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wire_daemon.config import EmulationConfig
+from wire_daemon.core.config import EmulationConfig
 from wire_daemon.monitor.braindump import read_braindump
 from wire_daemon.monitor.dag import parse_dag
 from wire_daemon.monitor.eventlog import EventLogReader
@@ -24,8 +24,8 @@ from wire_daemon.monitor.kickstart import kickstart_files, read_kickstart
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_dir import read_submit_dir, workflow_from_submit_dir
 from wire_daemon.monitor.submit_file import parse_submit_file
-from wire_daemon.sites.emulated import EmulatedSite
-from wire_daemon.sites.live_writer import (
+from wire_daemon.emulated.site import EmulatedSite
+from wire_lab.live_writer import (
     SUBMIT_HOST,
     HostAddresses,
     LiveWriterError,
@@ -34,9 +34,9 @@ from wire_daemon.sites.live_writer import (
     build_live,
     run_live,
 )
-from wire_daemon.sites.ports import EventKind, TaskEvent
-from wire_daemon.workflow.model import TaskSpec, build_workflow
-from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 EPOCH = 1_700_000_000.0
 CONFIG = EmulationConfig(initial_instances=2, negotiation_interval_s=5.0, submit_delay_s=1.0, seed=3)

@@ -2,14 +2,14 @@
 
 import numpy as np
 
-from wire_daemon.config import EmulationConfig, SteeringConfig
-from wire_daemon.loop import MapeLoop, PriorityBoost
-from wire_daemon.monitor.run_state import RunState
+from wire_daemon.core.config import EmulationConfig, SteeringConfig
+from wire_daemon.loop.mape import MapeLoop, PriorityBoost
+from wire_daemon.core.run_state import RunState
 from wire_daemon.plan.policies import PlanResult
 from wire_daemon.plan.steering import SteeringDecision
-from wire_daemon.sites.emulated import EmulatedSite
-from wire_daemon.sites.ports import EventKind, TaskEvent
-from wire_daemon.workflow.model import TaskSpec, build_workflow
+from wire_daemon.emulated.site import EmulatedSite
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.workflow import TaskSpec, build_workflow
 
 
 class RecordingCondor:

@@ -9,9 +9,9 @@ The §III-E arithmetic packs load fluidly (p = load / U), so these cases use
 
 import pytest
 
-from wire_daemon.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
-from wire_daemon.replay import replay
-from wire_daemon.workflow.model import TaskSpec, build_workflow
+from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
+from wire_daemon.runtime.replay import replay
+from wire_daemon.core.workflow import TaskSpec, build_workflow
 
 N = 10
 U = 100.0

@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from wire_daemon.cli import main
-from wire_daemon.config import EmulationConfig, PFAConfig, ReplayConfig, SteeringConfig
-from wire_daemon.errors import ConfigError
-from wire_daemon.monitor.run_state import RunState, TaskStatus
+from wire_daemon.cli.main import main
+from wire_daemon.core.config import EmulationConfig, PFAConfig, ReplayConfig, SteeringConfig
+from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.plan.pfa import (
     IdleTracker,
     PFAPolicy,
@@ -21,10 +21,11 @@ from wire_daemon.plan.pfa import (
     slot_demand,
 )
 from wire_daemon.plan.policies import POLICY_NAMES, make_policy
-from wire_daemon.replay import compare, replay
-from wire_daemon.sites.ports import EventKind, Instance, TaskEvent
-from wire_daemon.workflow.model import TaskSpec, build_workflow
-from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
+from wire_daemon.runtime.replay import compare, replay
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 
 @pytest.fixture(scope="module")

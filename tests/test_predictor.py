@@ -14,10 +14,10 @@ from wire_daemon.analyze.predictor import (
     Predictor,
     StageModel,
 )
-from wire_daemon.config import PredictionConfig
-from wire_daemon.monitor.run_state import RunState
-from wire_daemon.sites.ports import EventKind, TaskEvent
-from wire_daemon.workflow.model import TaskSpec, Workflow, build_workflow
+from wire_daemon.core.config import PredictionConfig
+from wire_daemon.core.run_state import RunState
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 
 
 # -- helpers ------------------------------------------------------------------

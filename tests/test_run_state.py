@@ -7,9 +7,9 @@ import random
 import numpy as np
 import pytest
 
-from wire_daemon.monitor.run_state import RunState, TaskStatus
-from wire_daemon.sites.ports import EventKind, TaskEvent
-from wire_daemon.workflow.model import TaskIndex, TaskSpec, build_workflow
+from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.workflow import TaskIndex, TaskSpec, build_workflow
 
 
 def _random_workflow(rng: random.Random, n: int):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from wire_daemon.errors import InputError
-from wire_daemon.state import InstanceRecord, StateStore
+from wire_daemon.core.errors import InputError
+from wire_daemon.core.store import InstanceRecord, StateStore
 
 
 def test_everything_survives_a_reopen(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from wire_daemon.config import SteeringConfig
+from wire_daemon.core.config import SteeringConfig
 from wire_daemon.plan.steering import InstanceView, choose_releases, resize_pool, steer
 
 

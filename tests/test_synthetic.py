@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wire_daemon.workflow.model import TaskSpec, Workflow, build_workflow
-from wire_daemon.workflow.synthetic import (
+from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
+from wire_lab.synthetic import (
     SHAPES,
     epigenomics,
     montage,

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from wire_daemon.monitor.run_state import RunState
+from wire_daemon.core.run_state import RunState
 from wire_daemon.plan.wavefront import PoolSlots, simulate_interval
-from wire_daemon.sites.ports import EventKind, TaskEvent
-from wire_daemon.workflow.model import TaskSpec, build_workflow
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.workflow import TaskSpec, build_workflow
 
 
 def _state():
@@ -100,7 +100,7 @@ def _reference(state, remaining, occupancy, pool, now, interval, queue, release_
     import heapq
     import math
 
-    from wire_daemon.monitor.run_state import TaskStatus
+    from wire_daemon.core.run_state import TaskStatus
 
     wf, horizon = state.workflow, now + interval
     capacity = {p.instance_id: p.slots for p in pool}

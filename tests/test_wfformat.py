@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from wire_daemon.errors import WorkflowError
-from wire_daemon.workflow.model import Workflow
-from wire_daemon.workflow.wfformat import BUNDLED_TRACE, bundled_trace_path, load_trace
+from wire_daemon.core.errors import WorkflowError
+from wire_daemon.core.workflow import Workflow
+from wire_daemon.emulated.traces import BUNDLED_TRACE, bundled_trace_path, load_trace
 
 DATA = Path(__file__).resolve().parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / "shared"  # the repo's sibling folder

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from wire_daemon.execute.cloud import Ownership
-from wire_daemon.execute.retry import Retrier, RetryPolicy
+from wire_daemon.execute.providers.base import Ownership
+from wire_daemon.execute.providers.retry import Retrier, RetryPolicy
 
 @pytest.fixture
 def ownership() -> Ownership:

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from wire_daemon.errors import (
+from wire_daemon.core.errors import (
     CloudAuthError,
     CloudCapacityError,
     CloudConfigError,
@@ -19,8 +19,8 @@ from wire_daemon.errors import (
     CloudTransientError,
     ConfigError,
 )
-from wire_daemon.execute.cloud import TAG_DAEMON, TAG_POOL, TAG_REQUEST, TAG_SLOTS, Ownership
-from wire_daemon.execute.ec2 import Ec2Config, Ec2Driver, kind_of_code, make_client
+from wire_daemon.execute.providers.base import TAG_DAEMON, TAG_POOL, TAG_REQUEST, TAG_SLOTS, Ownership
+from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver, kind_of_code, make_client
 from wire_daemon.execute.userdata import WorkerConfig, render_user_data
 
 

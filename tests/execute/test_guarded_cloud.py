@@ -10,10 +10,10 @@ import textwrap
 
 import pytest
 
-from wire_daemon.errors import CloudQuotaError
+from wire_daemon.core.errors import CloudQuotaError
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
-from wire_daemon.sites.ports import Instance
-from wire_daemon.state import StateStore
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.store import StateStore
 
 
 class FakeDriver:
@@ -174,9 +174,9 @@ def test_a_still_claimed_instance_is_not_terminated(world):
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from wire_daemon.execute.cloud import Ownership
-    from wire_daemon.execute.ec2 import Ec2Config, Ec2Driver, make_client
-    from wire_daemon.state import StateStore
+    from wire_daemon.execute.providers.base import Ownership
+    from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver, make_client
+    from wire_daemon.core.store import StateStore
     endpoint, image, subnet, pool, state_path = sys.argv[1:6]
     config = Ec2Config(region="us-east-1", image_id=image, instance_type="c5.xlarge", subnet_id=subnet, endpoint_url=endpoint)
     driver = Ec2Driver(config, Ownership(pool, "daemon-a"), "#!/bin/sh\\ntrue\\n", make_client(config))
@@ -190,7 +190,7 @@ CHILD = textwrap.dedent(
 
 
 def test_a_daemon_killed_between_launch_and_record_adopts_instead_of_duplicating(tmp_path, moto_endpoint, network, ownership, boto_client):
-    from wire_daemon.execute.ec2 import Ec2Config, Ec2Driver, make_client
+    from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver, make_client
 
     state_path = tmp_path / "state.sqlite"
     env = os.environ | {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}

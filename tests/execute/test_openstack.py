@@ -20,7 +20,7 @@ import pytest
 import requests
 import requests_mock
 
-from wire_daemon.errors import (
+from wire_daemon.core.errors import (
     CloudAuthError,
     CloudCapacityError,
     CloudConfigError,
@@ -28,8 +28,8 @@ from wire_daemon.errors import (
     CloudThrottledError,
     CloudTransientError,
 )
-from wire_daemon.execute.cloud import TAG_DAEMON, TAG_INDEX, TAG_POOL, TAG_REQUEST, TAG_SLOTS, Ownership
-from wire_daemon.execute.openstack import OpenStackConfig, OpenStackDriver, kind_of_status
+from wire_daemon.execute.providers.base import TAG_DAEMON, TAG_INDEX, TAG_POOL, TAG_REQUEST, TAG_SLOTS, Ownership
+from wire_daemon.execute.providers.openstack import OpenStackConfig, OpenStackDriver, kind_of_status
 from wire_daemon.execute.userdata import WorkerConfig, render_user_data
 
 # openstacksdk announces its own API changes; they are not ours to act on here.

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from wire_daemon.errors import ConfigError
+from wire_daemon.core.errors import ConfigError
 from wire_daemon.execute.userdata import (
     TOKEN_PATH,
     WorkerConfig,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wire_daemon.errors import InputError
+from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.dag import apply_rescue, parse_dag, rescue_dags
 from wire_daemon.monitor.problems import Problems
 

@@ -15,9 +15,10 @@ from wire_daemon.monitor.eventmap import EventLogFollower
 from wire_daemon.monitor.eventtime import YearGuess, iso_seconds
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.monitor.run_state import RunState, TaskStatus
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.submit_dir import workflow_from_submit_dir
-from wire_daemon.sites.ports import EventKind, Instance
+from wire_daemon.core.events import EventKind
+from wire_daemon.core.instances import Instance
 
 from .conftest import EVENTLOG, LSST
 

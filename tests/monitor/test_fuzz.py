@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wire_daemon.errors import InputError
+from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.dag import parse_dag
 from wire_daemon.monitor.eventmap import EventLogFollower
 from wire_daemon.monitor.kickstart import read_kickstart

@@ -5,7 +5,8 @@ from __future__ import annotations
 from wire_daemon.monitor.hosts import HostMap, address_keys, parse_sinful
 from wire_daemon.monitor.kickstart import read_kickstart
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.sites.ports import EventKind, Instance, TaskEvent
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.instances import Instance
 
 from .conftest import SUBMIT
 

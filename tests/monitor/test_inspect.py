@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from wire_daemon.cli import main
+from wire_daemon.cli.main import main
 
 from .conftest import LSST, SUBMIT
 

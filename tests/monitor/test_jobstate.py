@@ -9,9 +9,9 @@ import pytest
 
 from wire_daemon.monitor.jobstate import JobstateMapper, JobstateReader, parse_jobstate_line
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.monitor.run_state import RunState, TaskStatus
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.submit_dir import workflow_from_submit_dir
-from wire_daemon.sites.ports import EventKind
+from wire_daemon.core.events import EventKind
 
 from .conftest import SUBMIT
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wire_daemon.errors import InputError
+from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.abstract_wf import read_abstract_workflow
 from wire_daemon.monitor.braindump import read_braindump
 from wire_daemon.monitor.problems import Problems

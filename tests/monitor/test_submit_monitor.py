@@ -12,9 +12,9 @@ import pytest
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.kickstart import read_kickstart
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.monitor.run_state import RunState, TaskStatus
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.submit_monitor import MemoryPositionStore, SubmitDirMonitor, time_ordered
-from wire_daemon.sites.ports import EventKind, TaskEvent
+from wire_daemon.core.events import EventKind, TaskEvent
 
 from . import condor_log_text as text
 from .conftest import LSST, SUBMIT
@@ -326,7 +326,7 @@ def test_a_store_that_fails_to_save_loses_nothing(tmp_path: Path) -> None:
 
 
 def test_positions_in_the_daemons_sqlite_state(tmp_path: Path) -> None:
-    from wire_daemon.state import StateStore
+    from wire_daemon.core.store import StateStore
 
     wf = _copy(tmp_path, SUBMIT / "process_wf_failure")
     data = (SUBMIT / "process_wf_failure" / "jobstate.log").read_bytes()

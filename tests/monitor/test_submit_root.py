@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.monitor.run_state import RunState
+from wire_daemon.core.run_state import RunState
 from wire_daemon.monitor.submit_monitor import MemoryPositionStore, SubmitDirMonitor, SubmitRootMonitor, position_prefix
 
 from .conftest import SUBMIT

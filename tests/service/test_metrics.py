@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from wire_daemon.metrics import KNOWN_LIMITS, Metrics, cloud_error_kinds
+from wire_daemon.service.metrics import KNOWN_LIMITS, Metrics, cloud_error_kinds
 
 RECORD = {
     "time": 540.0, "policy": "wire", "done": 5, "running": 17, "idle": 3, "pool": 5, "target": 4, "planned": 1,

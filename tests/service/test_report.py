@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wire_daemon.config import EmulationConfig, ReplayConfig, SteeringConfig
-from wire_daemon.errors import InputError
-from wire_daemon.replay import replay
-from wire_daemon.report import DPI, FIGSIZE_IN, load_decisions, render_report
-from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
+from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
+from wire_daemon.core.errors import InputError
+from wire_daemon.runtime.replay import replay
+from wire_daemon.service.report import DPI, FIGSIZE_IN, load_decisions, render_report
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 EXPECTED_SIZE = (int(FIGSIZE_IN[0] * DPI), int(FIGSIZE_IN[1] * DPI))
 
@@ -87,7 +87,7 @@ def test_load_decisions_rotated_and_bad_lines(tmp_path: Path, caplog: pytest.Log
     _write(tmp_path / "decisions.jsonl.1", [json.dumps({"time": 3}), "{not json", "", "[1, 2]"])
     _write(log_path, [json.dumps({"time": 4}), json.dumps({"pool": 3}), json.dumps({"time": 5})])
     _write(tmp_path / "decisions.jsonl.old", [json.dumps({"time": 99})])  # not a numbered sibling
-    with caplog.at_level(logging.WARNING, logger="wire_daemon.report"):
+    with caplog.at_level(logging.WARNING, logger="wire_daemon.service.report"):
         records = load_decisions(log_path, rotated=True)
     assert [r["time"] for r in records] == [1, 2, 3, 4, 5]
     warnings = [r.getMessage() for r in caplog.records]
@@ -105,7 +105,7 @@ def test_load_decisions_missing_file(tmp_path: Path) -> None:
 
 
 def test_report_command_draws_a_replay_written_by_replay_decisions_out(tmp_path, capsys):
-    from wire_daemon.cli import main
+    from wire_daemon.cli.main import main
 
     log = tmp_path / "decisions.jsonl"
     assert main(["replay", "--time-scale", "20", "--charging-unit", "1", "--decisions-out", str(log)]) == 0

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wire_daemon.config import EmulationConfig
+from wire_daemon.core.config import EmulationConfig
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
-from wire_daemon.settings import CondorSettings, Settings, SiteSettings, CloudSettings
-from wire_daemon.config import SteeringConfig
+from wire_daemon.runtime.settings import CondorSettings, Settings, SiteSettings, CloudSettings
+from wire_daemon.core.config import SteeringConfig
 from wire_daemon.execute.guarded_cloud import SafetyConfig
-from wire_daemon.runtimes import SubmitHostRuntime
-from wire_daemon.sites.live_writer import WriterOptions, build_live
-from wire_daemon.sites.ports import Instance
-from wire_daemon.sites.submit_host import FinishedMarkersOnly, SubmitHostObservations
-from wire_daemon.state import StateStore
-from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
+from wire_daemon.runtime.runtimes import SubmitHostRuntime
+from wire_lab.live_writer import WriterOptions, build_live
+from wire_daemon.core.instances import Instance
+from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations
+from wire_daemon.core.store import StateStore
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EPOCH = 1_700_000_000.0

@@ -31,11 +31,11 @@ from pathlib import Path
 
 import pytest
 
-from wire_daemon.config import EmulationConfig
-from wire_daemon.execute.cloud import TAG_POOL
-from wire_daemon.sites.live_writer import LiveEmulation, WriterOptions, build_live
-from wire_daemon.sites.ports import EventKind
-from wire_daemon.workflow.wfformat import bundled_trace_path, load_trace
+from wire_daemon.core.config import EmulationConfig
+from wire_daemon.execute.providers.base import TAG_POOL
+from wire_lab.live_writer import LiveEmulation, WriterOptions, build_live
+from wire_daemon.core.events import EventKind
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 ENV = os.environ | {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 SLOTS = 2
@@ -139,7 +139,7 @@ log: {{decisions_path: {tmp / 'decisions.jsonl'}}}
 
 def start_daemon(config: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "wire_daemon.cli", "run", "--config", str(config)],
+        [sys.executable, "-m", "wire_daemon.cli.main", "run", "--config", str(config)],
         env=ENV, stderr=subprocess.PIPE, text=True,
     )
 
@@ -152,7 +152,7 @@ def stop_daemon(proc: subprocess.Popen) -> str:
 
 
 def status(config: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "wire_daemon.cli", "status", "--config", str(config), "--json"],
+    done = subprocess.run([sys.executable, "-m", "wire_daemon.cli.main", "status", "--config", str(config), "--json"],
                           capture_output=True, text=True, env=ENV, check=True)
     return json.loads(done.stdout)
 

@@ -25,9 +25,9 @@ import numpy as np
 
 from wire_daemon.analyze.gradient import LinearModel
 from wire_daemon.analyze.groups import SizeGroups, median_of_sorted
-from wire_daemon.config import PredictionConfig
-from wire_daemon.monitor.run_state import RunState, TaskStatus
-from wire_daemon.workflow.model import Workflow
+from wire_daemon.core.config import PredictionConfig
+from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.core.workflow import Workflow
 
 POLICY_DONE = 0
 POLICY_NOT_STARTED = 1

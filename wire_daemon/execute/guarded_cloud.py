@@ -29,9 +29,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from wire_daemon.errors import CloudError, ConfigError
-from wire_daemon.sites.ports import Instance
-from wire_daemon.state import InstanceRecord, StateStore
+from wire_daemon.core.errors import CloudError, ConfigError
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.store import InstanceRecord, StateStore
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import yaml
 
-from wire_daemon.errors import ConfigError
-from wire_daemon.execute.cloud import check_name
+from wire_daemon.core.errors import ConfigError
+from wire_daemon.execute.providers.base import check_name
 
 EXECUTE_TEMPLATE = "wire-execute.conf.in"
 BOOT_TEMPLATE = "wire-worker-boot.sh.in"

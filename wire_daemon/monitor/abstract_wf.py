@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from wire_daemon.errors import InputError
+from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.yamlio import load_yaml
 
 _INPUT_TYPES = frozenset({"input", "inout"})

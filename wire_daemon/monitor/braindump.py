@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wire_daemon.errors import InputError
+from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.yamlio import load_yaml
 
 BRAINDUMP_NAMES = ("braindump.yml", "braindump.txt")

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from wire_daemon.errors import InputError
+from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.problems import Problems
 
 ALL_NODES = "ALL_NODES"

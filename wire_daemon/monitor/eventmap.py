@@ -42,7 +42,7 @@ from typing import Any, Iterable, Literal
 
 from wire_daemon.monitor.eventlog import EventLogCheckpoint, EventLogReader, LogEvent
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.sites.ports import EventKind, TaskEvent
+from wire_daemon.core.events import EventKind, TaskEvent
 
 JobIds = Literal["dag-node", "cluster-proc"]
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.sites.ports import EventKind, Instance, TaskEvent
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.instances import Instance
 
 _EC2_NAME = re.compile(r"^ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})$")
 

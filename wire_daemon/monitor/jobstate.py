@@ -29,7 +29,7 @@ from typing import Any, Iterable
 
 from wire_daemon.monitor.position import AppendedReader, ReadPosition
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.sites.ports import EventKind, TaskEvent
+from wire_daemon.core.events import EventKind, TaskEvent
 
 INTERNAL = "INTERNAL"
 _SIMPLE = {

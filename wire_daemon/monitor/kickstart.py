@@ -47,7 +47,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from wire_daemon.errors import InputError
+from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.yamlio import documents, load_yaml_text
 

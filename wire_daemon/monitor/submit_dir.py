@@ -47,13 +47,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wire_daemon.errors import InputError
+from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.abstract_wf import AbstractWorkflow, read_abstract_workflow
 from wire_daemon.monitor.braindump import Braindump, find_braindump, read_braindump
 from wire_daemon.monitor.dag import DagFile, DagNode, parse_dag
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_file import SubmitFile, parse_submit_file
-from wire_daemon.workflow.model import TaskSpec, Workflow, build_workflow
+from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 
 AUX_KINDS = (  # longest first where one is a prefix of another
     "create_dir", "stage_worker", "stage_inter", "stage_in", "stage_out",

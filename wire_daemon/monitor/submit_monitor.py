@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from wire_daemon.errors import InputError
+from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.braindump import find_braindump
 from wire_daemon.monitor.dagman_status import DagStatus, dag_status, file_signature
 from wire_daemon.monitor.eventmap import EventLogFollower
@@ -58,7 +58,7 @@ from wire_daemon.monitor.kickstart import KickstartRecord, read_kickstart
 from wire_daemon.monitor.position import ReadPosition
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_dir import SUBDAG_TRANSFORMATION, SubmitDir, read_submit_dir, sub_workflow_refs
-from wire_daemon.sites.ports import EventKind, TaskEvent
+from wire_daemon.core.events import EventKind, TaskEvent
 
 CHECKPOINT_VERSION = 1
 _PEEK_BYTES = 64 << 10
@@ -66,7 +66,7 @@ _JOB_LINE = re.compile(rb"^\s*\d+(?:\.\d+)?\s+(?!INTERNAL\s)\S+\s+\S+", re.M)
 
 
 class PositionStore(Protocol):
-    """Where read positions live across restarts (``wire_daemon.state.StateStore`` is one)."""
+    """Where read positions live across restarts (``wire_daemon.core.store.StateStore`` is one)."""
 
     def save_position(self, key: str, value: dict[str, Any]) -> None: ...
 

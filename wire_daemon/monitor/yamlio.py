@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from wire_daemon.errors import InputError
+from wire_daemon.core.errors import InputError
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -39,12 +39,12 @@ from typing import Sequence
 
 import numpy as np
 
-from wire_daemon.config import PFAConfig, SteeringConfig
-from wire_daemon.monitor.run_state import RunState, TaskStatus
+from wire_daemon.core.config import PFAConfig, SteeringConfig
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.plan.policies import PlanResult, time_to_next_charge
 from wire_daemon.plan.steering import SteeringDecision, release_time
-from wire_daemon.sites.ports import Instance
-from wire_daemon.workflow.model import Workflow
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.workflow import Workflow
 
 # --- throughput feedback -------------------------------------------------------
 

@@ -29,11 +29,11 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from wire_daemon.analyze.predictor import OnlinePredictor, OraclePredictor, Prediction, Predictor
-from wire_daemon.config import PFAConfig, PredictionConfig, SteeringConfig
-from wire_daemon.monitor.run_state import RunState, TaskStatus
+from wire_daemon.core.config import PFAConfig, PredictionConfig, SteeringConfig
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.plan.steering import InstanceView, SteeringDecision, release_time, steer
 from wire_daemon.plan.wavefront import PoolSlots, UpcomingLoad, simulate_interval
-from wire_daemon.sites.ports import Instance
+from wire_daemon.core.instances import Instance
 
 POLICY_NAMES = ("wire", "full-site", "pure-reactive", "reactive-conserving", "pfa", "oracle")
 

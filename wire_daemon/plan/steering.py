@@ -49,7 +49,7 @@ from bisect import insort
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from wire_daemon.config import SteeringConfig
+from wire_daemon.core.config import SteeringConfig
 
 
 @dataclass(frozen=True)

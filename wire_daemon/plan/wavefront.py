@@ -48,7 +48,7 @@ from typing import Sequence
 
 import numpy as np
 
-from wire_daemon.monitor.run_state import RUNNING, WAITING, RunState
+from wire_daemon.core.run_state import RUNNING, WAITING, RunState
 
 _FAN_OUT = 32  # children above which counting them down in numpy beats a Python loop
 

@@ -1,0 +1,151 @@
+"""The ``wire-daemon`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
+from wire_daemon.core.errors import WireError
+from wire_daemon.plan.policies import POLICY_NAMES
+from wire_daemon.runtime.replay import ReplayResult, compare, replay
+from wire_daemon.service.render import format_decision, format_table
+from wire_daemon.cli.service_commands import add_service_commands
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.handler(args)
+    except WireError as exc:
+        print(f"wire-daemon: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wire-daemon", description="Online-prediction autoscaler for Pegasus/HTCondor workflows.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rp = sub.add_parser("replay", help="replay a workflow trace on the emulated site and report cost and makespan")
+    rp.add_argument("trace", nargs="?", help="WfFormat trace (.json or .json.gz); default: the bundled Montage trace")
+    rp.add_argument("--policy", choices=POLICY_NAMES, default="wire")
+    rp.add_argument("--compare", action="store_true", help="run every policy side by side")
+    rp.add_argument("--charging-unit", type=float, default=60.0, metavar="MIN", help="charging unit u in minutes (default 60)")
+    rp.add_argument("--interval", type=float, default=180.0, metavar="SEC", help="MAPE interval = launch lag, seconds (default 180)")
+    rp.add_argument("--boot-lag", type=float, default=None, metavar="SEC", help="instance boot lag, seconds (default: the interval)")
+    rp.add_argument("--slots", type=int, default=4, metavar="N", help="slots per instance (default 4)")
+    rp.add_argument("--max-instances", type=int, default=12, metavar="N", help="pool size limit (default 12)")
+    rp.add_argument("--time-scale", type=float, default=1.0, metavar="K", help="multiply every task's runtime and transfer time by K")
+    rp.add_argument("--bandwidth", type=float, default=125.0, metavar="MB/S", help="per-slot transfer bandwidth (default 125 MB/s)")
+    rp.add_argument("--seed", type=int, default=0, help="order of ready siblings (default 0)")
+    rp.add_argument("--no-boost", action="store_true", help="do not raise the priority of each stage's first tasks")
+    rp.add_argument("--json", action="store_true", help="print one JSON object")
+    rp.add_argument("--verbose", action="store_true", help="print every interval's decision")
+    rp.add_argument("--decisions-out", metavar="FILE", help="write each policy's decisions as JSON lines (FILE, or FILE.<policy> with --compare), for `wire-daemon report`")
+    rp.set_defaults(handler=_replay)
+    add_service_commands(sub)
+    ip = sub.add_parser("inspect", help="show the stages, task states, predictions and running tasks of a submit dir")
+    ip.add_argument("submit_dir", metavar="SUBMIT_DIR", help="a Pegasus (or DAGMan) submit directory")
+    ip.add_argument("--json", action="store_true", help="print one JSON object (shape: docs/monitor.md)")
+    ip.add_argument("--wall-clock", action="store_true",
+                    help="measure elapsed times against the current time, not the last event (live dirs)")
+    ip.set_defaults(handler=_inspect)
+    return parser
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from wire_daemon.service.inspect import inspect_submit_dir, render_text, report_json
+
+    logging.getLogger("wire_daemon.monitor").setLevel(logging.ERROR)  # warnings are part of the report
+    logging.getLogger("wire_daemon.core.run_state").setLevel(logging.ERROR)
+    report = inspect_submit_dir(args.submit_dir, wall_clock=args.wall_clock)
+    if args.json:
+        print(json.dumps(report_json(report), indent=2))
+    else:
+        print(render_text(report))
+    return 0
+
+
+def _replay_config(args: argparse.Namespace) -> ReplayConfig:
+    steering = SteeringConfig(
+        charging_unit_s=args.charging_unit * 60.0,
+        interval_s=args.interval,
+        slots_per_instance=args.slots,
+        max_instances=args.max_instances,
+    )
+    emulation = EmulationConfig(
+        boot_lag_s=args.interval if args.boot_lag is None else args.boot_lag,
+        bandwidth_bytes_per_s=args.bandwidth * 1e6,
+        time_scale=args.time_scale,
+        seed=args.seed,
+    )
+    return ReplayConfig(PredictionConfig(), steering, emulation).validate()
+
+
+def _replay(args: argparse.Namespace) -> int:
+    path = Path(args.trace) if args.trace else bundled_trace_path()
+    workflow = load_trace(path)
+    config = _replay_config(args)
+    boost = not args.no_boost
+    if args.compare:
+        results = compare(workflow, config, boost=boost)
+    else:
+        results = compare(workflow, config, (args.policy,), boost=boost)
+    if args.decisions_out:
+        _write_decisions(Path(args.decisions_out), results, several=args.compare)
+    if args.json:
+        print(json.dumps(_json(path, workflow.n_tasks, config, results, args.verbose), indent=2))
+        return 0
+    print(f"trace {path.name}: {workflow.n_tasks} tasks, {len(workflow.stages)} stages; "
+          f"u = {args.charging_unit:g} min, interval {args.interval:g} s, {args.slots} slots x {args.max_instances} instances, "
+          f"time scale {args.time_scale:g}")
+    if args.verbose:
+        for result in results.values():
+            _print_decisions(result)
+    print(format_table(results))
+    return 0
+
+
+def _write_decisions(path: Path, results: dict[str, ReplayResult], several: bool) -> None:
+    for name, result in results.items():
+        target = path.with_name(f"{path.name}.{name}") if several else path
+        with target.open("w", encoding="utf-8") as out:
+            for record in result.records:
+                out.write(json.dumps(record.to_json(), sort_keys=True) + "\n")
+
+
+def _print_decisions(result: ReplayResult) -> None:
+    print(f"\n== decisions: {result.policy} ==")
+    for record in result.records:
+        print(format_decision(record.to_json()))
+    print()
+
+
+def _json(path: Path, n_tasks: int, config: ReplayConfig, results: dict[str, ReplayResult], verbose: bool) -> dict:
+    out = {
+        "trace": path.name,
+        "tasks": n_tasks,
+        "charging_unit_s": config.steering.charging_unit_s,
+        "interval_s": config.steering.interval_s,
+        "slots_per_instance": config.steering.slots_per_instance,
+        "max_instances": config.steering.max_instances,
+        "time_scale": config.emulation.time_scale,
+        "seed": config.emulation.seed,
+        "policies": {name: r.summary() for name, r in results.items()},
+    }
+    if verbose:
+        for name, r in results.items():
+            out["policies"][name]["decisions"] = [rec.to_json() for rec in r.records]
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""The daemon's memory across restarts: one SQLite file.
+
+It holds the instances we launched, the launch requests in flight, the log
+read positions and the decisions. The cloud stays the source of truth for
+which instances exist; this file remembers what the cloud cannot tell (why
+we launched, where we were reading, what we decided).
+
+Crash safety: a launch request is written *before* the cloud call and closed
+after it, each in its own transaction, so a daemon killed in between finds the
+open request on restart and can look for the instances tagged with its id
+instead of launching again.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from wire_daemon.core.errors import InputError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS instances (
+    instance_id TEXT PRIMARY KEY,
+    request_id TEXT,
+    launch_time REAL NOT NULL,
+    unit_start REAL NOT NULL,
+    slots INTEGER NOT NULL,
+    address TEXT NOT NULL DEFAULT '',
+    state TEXT NOT NULL,
+    ended_at REAL,
+    end_reason TEXT
+);
+CREATE TABLE IF NOT EXISTS launch_requests (
+    request_id TEXT PRIMARY KEY,
+    count INTEGER NOT NULL,
+    requested_at REAL NOT NULL,
+    state TEXT NOT NULL,              -- open | done | rolled_back
+    closed_at REAL
+);
+CREATE TABLE IF NOT EXISTS positions (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, record TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    instance_id: str
+    request_id: str | None
+    launch_time: float
+    unit_start: float
+    slots: int
+    address: str
+    state: str
+    ended_at: float | None = None
+    end_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    request_id: str
+    count: int
+    requested_at: float
+    state: str
+
+
+class StateStore:
+    """One SQLite file; every public write is its own committed transaction."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise InputError(str(self.path), f"not a usable state database ({exc})") from exc
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise InputError(str(self.path), f"written by a newer wire-daemon (schema {version} > {SCHEMA_VERSION})")
+        if version == SCHEMA_VERSION:
+            return
+        with self._transaction():  # executescript would commit on its own; keep it one transaction
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _transaction(self) -> "_Tx":
+        return _Tx(self._db)
+
+    # -- identity ------------------------------------------------------------
+
+    def daemon_id(self) -> str:
+        """A stable id for this daemon, created once; instances are tagged with it."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'daemon_id'").fetchone()
+        if row:
+            return row[0]
+        new = uuid.uuid4().hex[:12]
+        with self._transaction():
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('daemon_id', ?)", (new,))
+        return self._db.execute("SELECT value FROM meta WHERE key = 'daemon_id'").fetchone()[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    # -- launch requests -----------------------------------------------------
+
+    def open_request(self, count: int, now: float | None = None) -> str:
+        request_id = uuid.uuid4().hex[:16]
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO launch_requests VALUES (?, ?, ?, 'open', NULL)", (request_id, count, _now(now))
+            )
+        return request_id
+
+    def close_request(self, request_id: str, state: str = "done", now: float | None = None) -> None:
+        if state not in ("done", "rolled_back"):
+            raise ValueError(f"unknown request state {state!r}")
+        with self._transaction():
+            self._db.execute(
+                "UPDATE launch_requests SET state = ?, closed_at = ? WHERE request_id = ?", (state, _now(now), request_id)
+            )
+
+    def open_requests(self) -> list[LaunchRequest]:
+        rows = self._db.execute(
+            "SELECT request_id, count, requested_at, state FROM launch_requests WHERE state = 'open' ORDER BY requested_at"
+        )
+        return [LaunchRequest(*row) for row in rows]
+
+    # -- instances -----------------------------------------------------------
+
+    def record_instance(self, record: InstanceRecord) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT OR REPLACE INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.instance_id,
+                    record.request_id,
+                    record.launch_time,
+                    record.unit_start,
+                    record.slots,
+                    record.address,
+                    record.state,
+                    record.ended_at,
+                    record.end_reason,
+                ),
+            )
+
+    def mark_ended(self, instance_id: str, reason: str, now: float | None = None) -> None:
+        with self._transaction():
+            self._db.execute(
+                "UPDATE instances SET state = 'terminated', ended_at = ?, end_reason = ? WHERE instance_id = ?",
+                (_now(now), reason, instance_id),
+            )
+
+    def instances(self, live_only: bool = True) -> list[InstanceRecord]:
+        query = "SELECT * FROM instances"
+        if live_only:
+            query += " WHERE state != 'terminated'"
+        return [InstanceRecord(*row) for row in self._db.execute(query + " ORDER BY launch_time, instance_id")]
+
+    # -- read positions --------------------------------------------------------
+
+    def save_position(self, key: str, value: dict[str, Any], now: float | None = None) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT OR REPLACE INTO positions VALUES (?, ?, ?)", (key, json.dumps(value, sort_keys=True), _now(now))
+            )
+
+    def load_position(self, key: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT value FROM positions WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def forget_positions(self, prefix: str) -> None:
+        with self._transaction():
+            self._db.execute("DELETE FROM positions WHERE key LIKE ? ESCAPE '\\'", (_like_prefix(prefix),))
+
+    # -- decisions -------------------------------------------------------------
+
+    def append_decision(self, when: float, record: dict[str, Any]) -> None:
+        with self._transaction():
+            self._db.execute("INSERT INTO decisions (time, record) VALUES (?, ?)", (when, json.dumps(record, sort_keys=True)))
+
+    def decisions(self, since: float = float("-inf")) -> Iterator[dict[str, Any]]:
+        for (text,) in self._db.execute("SELECT record FROM decisions WHERE time >= ? ORDER BY seq", (since,)):
+            yield json.loads(text)
+
+
+class _Tx:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _now(now: float | None) -> float:
+    return time.time() if now is None else now
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

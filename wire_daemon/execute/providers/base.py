@@ -1,0 +1,206 @@
+"""The cloud driver interface shared by EC2 and OpenStack.
+
+Ownership lives in the cloud: every instance we launch carries tags (EC2) or
+metadata (OpenStack) naming the pool and the daemon id, so a restarted daemon
+asks the cloud which instances are its own instead of trusting local state,
+and never touches anybody else's.
+
+Launches are idempotent per request id. The caller picks the id (and can
+record it before the call); the driver tags every instance with it and, before
+every attempt, first looks for instances already carrying it. A reply lost to
+a timeout, a retry, or a daemon restarted mid-launch that repeats the request
+thus returns the instances that exist instead of launching more. The cloud's
+own guard (EC2 ClientToken, OpenStack server names) is only a second line:
+moto's EC2 does not honour ClientToken, and Nova does not enforce unique names.
+
+The lookup works for as long as the cloud still reports the instances (EC2
+keeps terminated ones visible for about an hour; Nova forgets deleted
+servers at once), so whoever records requests should mark one done once its
+instances are recorded, and not repeat it after that.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Sequence
+
+from wire_daemon.core.errors import CloudConfigError, ConfigError
+from wire_daemon.execute.providers.retry import Retrier
+from wire_daemon.core.instances import Instance
+
+log = logging.getLogger(__name__)
+
+# Tag / metadata keys. IAM policies in docs/cloud.md refer to them by name.
+TAG_POOL = "wire:pool"
+TAG_DAEMON = "wire:daemon-id"
+TAG_REQUEST = "wire:request-id"
+TAG_SLOTS = "wire:slots"
+TAG_INDEX = "wire:index"  # position of an instance within its request (OpenStack creates one by one)
+
+# Instance.state values the drivers report.
+PENDING = "pending"  # launched, not running yet
+RUNNING = "running"
+STOPPED = "stopped"  # exists and may cost money, but cannot run jobs
+FAILED = "failed"  # the cloud gave up on it (OpenStack ERROR)
+TERMINATED = "terminated"  # gone or going away
+LIVE_STATES = frozenset({PENDING, RUNNING})
+UNUSABLE_STATES = frozenset({STOPPED, FAILED})
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+
+
+def check_name(key: str, value: str) -> str:
+    """Pool names, daemon ids and request ids go into tags, server names and shell scripts."""
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ConfigError(f"{key} must be 1-63 letters, digits, '-' or '_', starting with a letter or digit (got {value!r})")
+    return value
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """Which instances are ours: those tagged with this pool name and daemon id."""
+
+    pool: str
+    daemon_id: str
+
+    def validate(self) -> "Ownership":
+        check_name("cloud.pool", self.pool)
+        check_name("cloud.daemon_id", self.daemon_id)
+        return self
+
+    def tags(self, request_id: str, slots: int) -> dict[str, str]:
+        return {
+            TAG_POOL: self.pool,
+            TAG_DAEMON: self.daemon_id,
+            TAG_REQUEST: request_id,
+            TAG_SLOTS: str(slots),
+        }
+
+    def owns(self, tags: dict[str, str]) -> bool:
+        return tags.get(TAG_POOL) == self.pool and tags.get(TAG_DAEMON) == self.daemon_id
+
+
+def slots_from(tags: dict[str, str], default: int) -> int:
+    """Slots recorded at launch win over today's config (it may have changed since)."""
+    try:
+        slots = int(tags.get(TAG_SLOTS, ""))
+    except ValueError:
+        return default
+    return slots if slots > 0 else default
+
+
+class CloudDriver(ABC):
+    """List, launch and terminate our worker instances on one cloud.
+
+    Satisfies ``wire_daemon.ports.Cloud``. Every public method either
+    succeeds or raises a ``CloudError`` (after bounded retries for throttled
+    and transient failures); none raises an SDK exception.
+    """
+
+    provider = "cloud"
+
+    def __init__(self, ownership: Ownership, slots_per_instance: int, user_data: str, retrier: Retrier | None) -> None:
+        self.ownership = ownership.validate()
+        if slots_per_instance < 1:
+            raise ConfigError(f"cloud.slots_per_instance must be >= 1 (got {slots_per_instance!r})")
+        self.slots_per_instance = slots_per_instance
+        self.user_data = user_data
+        self.retrier = retrier or Retrier()
+
+    # -- the interface -------------------------------------------------------
+
+    def list_instances(self, include_unusable: bool = False) -> list[Instance]:
+        """Our pending and running instances; with ``include_unusable`` also stopped and failed ones
+        (still ours, possibly still billed: reconcile should terminate them)."""
+        states = LIVE_STATES | (UNUSABLE_STATES if include_unusable else frozenset())
+        found = self.retrier.call("list", lambda: self._list_owned(states, None))
+        return sorted(found, key=lambda i: (i.launch_time, i.instance_id))
+
+    def find_request(self, request_id: str) -> list[Instance]:
+        """Every instance the cloud still reports for this request, in any state."""
+        check_name("request id", request_id)
+        return self.retrier.call("find request", lambda: self._find_request(request_id))
+
+    def launch(self, count: int, request_id: str | None = None, user_data: str | None = None) -> list[Instance]:
+        """Launch ``count`` instances, or return those an earlier call with the same request id launched."""
+        if count < 0:
+            raise ConfigError(f"launch count must be >= 0 (got {count!r})")
+        if count == 0:
+            return []
+        rid = check_name("request id", request_id or new_request_id())
+        data = self.user_data if user_data is None else user_data
+
+        def attempt() -> list[Instance]:
+            existing = self._find_request(rid)
+            return self._launch_missing(count, rid, data, existing)
+
+        launched = self.retrier.call("launch", attempt)
+        log.info(
+            "%s: request %s of pool %s: %s",
+            self.provider,
+            rid,
+            self.ownership.pool,
+            ", ".join(f"{i.instance_id} ({i.state})" for i in launched),
+        )
+        return launched
+
+    def terminate(self, instance_ids: Sequence[str]) -> list[str]:
+        """Terminate those of ``instance_ids`` that are ours and still exist; return them.
+
+        Ids that are not live instances of this pool and daemon (gone already,
+        or somebody else's) are left alone, so a stale or wrong id can never
+        cost another user an instance.
+        """
+        wanted = list(dict.fromkeys(instance_ids))
+        if not wanted:
+            return []
+        states = LIVE_STATES | UNUSABLE_STATES
+        owned = {i.instance_id for i in self.retrier.call("terminate", lambda: self._list_owned(states, wanted))}
+        ours = [i for i in wanted if i in owned]
+        skipped = [i for i in wanted if i not in owned]
+        if skipped:
+            log.warning(
+                "%s: not terminating %s: not a live instance of pool %s / daemon %s",
+                self.provider,
+                ", ".join(skipped),
+                self.ownership.pool,
+                self.ownership.daemon_id,
+            )
+        if ours:
+            self.retrier.call("terminate", lambda: self._terminate(ours))
+            log.info("%s: terminating %s", self.provider, ", ".join(ours))
+        return ours
+
+    # -- what each cloud implements -----------------------------------------
+
+    @abstractmethod
+    def _list_owned(self, states: frozenset[str], ids: Sequence[str] | None) -> list[Instance]:
+        """One try: our instances in ``states`` (restricted to ``ids`` if given). Raises CloudError."""
+
+    @abstractmethod
+    def _find_request(self, request_id: str) -> list[Instance]:
+        """One try: our instances tagged with ``request_id``, any state. Raises CloudError."""
+
+    @abstractmethod
+    def _launch_missing(self, count: int, request_id: str, user_data: str, existing: list[Instance]) -> list[Instance]:
+        """One try: make the request hold ``count`` instances, given those that already exist."""
+
+    @abstractmethod
+    def _terminate(self, instance_ids: list[str]) -> None:
+        """One try: terminate these instances (all known to be ours). Raises CloudError."""
+
+    # -- helpers --------------------------------------------------------------
+
+    def _check_user_data(self, user_data: str, limit: int) -> bytes:
+        raw = user_data.encode()
+        if len(raw) > limit:
+            raise CloudConfigError(self.provider, "launch", f"user-data is {len(raw)} bytes; the limit is {limit}")
+        return raw

@@ -1,0 +1,343 @@
+"""OpenStack worker pool through openstacksdk (Nova).
+
+Servers carry metadata naming our pool, daemon id, request id, slot count and
+their index within the request; that metadata is how we tell our servers from
+the rest of the project. Nova cannot filter on metadata, so listing fetches
+the project's servers and filters here: a dedicated project keeps that cheap.
+
+A request creates its servers one by one, named ``<pool>-<request id>-<n>``.
+A retry (or a restarted daemon repeating the request) looks the request up
+first and creates only the indices still missing, so a request never holds
+more than its count; the name is a second guard for a server whose metadata
+was lost.
+
+Credentials come from clouds.yaml or the OS_* environment, the way every
+OpenStack tool finds them; this module never reads or logs them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Iterator, Sequence
+
+from wire_daemon.core.errors import CloudError, ConfigError
+from wire_daemon.execute.providers.base import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    STOPPED,
+    TAG_INDEX,
+    TAG_REQUEST,
+    TERMINATED,
+    CloudDriver,
+    Ownership,
+    slots_from,
+)
+from wire_daemon.execute.providers.retry import Retrier
+from wire_daemon.core.instances import Instance
+
+log = logging.getLogger(__name__)
+
+USER_DATA_LIMIT = 65535  # bytes after base64, Nova's limit
+
+# Nova status -> Instance.state; any other status is a live server in some transition
+# (REBOOT, RESIZE, MIGRATING, ...), counted as running.
+_STATES = {
+    "BUILD": PENDING,
+    "ACTIVE": RUNNING,
+    "ERROR": FAILED,
+    "UNKNOWN": FAILED,
+    "SHUTOFF": STOPPED,
+    "STOPPED": STOPPED,
+    "SUSPENDED": STOPPED,
+    "PAUSED": STOPPED,
+    "SHELVED": STOPPED,
+    "SHELVED_OFFLOADED": STOPPED,
+    "DELETED": TERMINATED,
+    "SOFT_DELETED": TERMINATED,
+}
+
+
+@dataclass(frozen=True)
+class OpenStackConfig:
+    flavor: str  # name or id
+    image_id: str
+    network_id: str
+    cloud: str = ""  # a clouds.yaml entry; empty: the OS_* environment
+    region_name: str = ""
+    key_name: str = ""
+    security_groups: tuple[str, ...] = ()
+    slots_per_instance: int = 4  # Condor slots per worker: a flavor does not say
+    config_drive: bool = False  # deliver user-data on a config drive instead of the metadata service
+
+    def validate(self) -> "OpenStackConfig":
+        for key in ("flavor", "image_id", "network_id"):
+            if not getattr(self, key):
+                raise ConfigError(f"cloud.openstack.{key} is required")
+        if self.slots_per_instance < 1:
+            raise ConfigError(f"cloud.openstack.slots_per_instance must be >= 1 (got {self.slots_per_instance!r})")
+        return self
+
+
+def make_connection(config: OpenStackConfig) -> Any:
+    import openstack
+
+    return openstack.connect(cloud=config.cloud or None, region_name=config.region_name or None)
+
+
+class OpenStackDriver(CloudDriver):
+    provider = "openstack"
+
+    def __init__(
+        self,
+        config: OpenStackConfig,
+        ownership: Ownership,
+        user_data: str,
+        connection: Any | None = None,
+        retrier: Retrier | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config.validate()
+        super().__init__(ownership, config.slots_per_instance, user_data, retrier)
+        self._conn = connection
+        self.clock = clock
+        self._flavor_id: str | None = None
+        self._index_of: dict[str, int] = {}  # server id -> its index within its request
+
+    @property
+    def conn(self) -> Any:
+        if self._conn is None:
+            with self._errors("connect"):
+                self._conn = make_connection(self.config)
+        return self._conn
+
+    # -- one try of each call -----------------------------------------------
+
+    def _list_owned(self, states: frozenset[str], ids: Sequence[str] | None) -> list[Instance]:
+        wanted = set(ids) if ids else None
+        found = []
+        for server in self._servers("list"):
+            if not self.ownership.owns(dict(server.metadata or {})):
+                continue
+            if wanted is not None and server.id not in wanted:
+                continue
+            instance = self._instance(server)
+            if instance.state in states:
+                found.append(instance)
+        return found
+
+    def _find_request(self, request_id: str) -> list[Instance]:
+        prefix = f"{self.ownership.pool}-{request_id}-"
+        found = []
+        for server in self._servers("launch"):
+            metadata = dict(server.metadata or {})
+            mine = self.ownership.owns(metadata) and metadata.get(TAG_REQUEST) == request_id
+            if not mine and (server.name or "").startswith(prefix):
+                log.warning("openstack: server %s (%s) is named for request %s but lacks our metadata", server.id, server.name, request_id)
+                mine = True
+            if mine:
+                found.append(self._instance(server, request_id))
+        return sorted(found, key=lambda i: (self._index_of.get(i.instance_id, 0), i.instance_id))
+
+    def _launch_missing(self, count: int, request_id: str, user_data: str, existing: list[Instance]) -> list[Instance]:
+        encoded = base64.b64encode(user_data.encode()).decode()
+        if len(encoded) > USER_DATA_LIMIT:
+            raise CloudError.of_kind("invalid_config")(
+                self.provider, "launch", f"user-data is {len(encoded)} bytes in base64; the limit is {USER_DATA_LIMIT}"
+            )
+        taken = {self._index_of.get(i.instance_id) for i in existing}
+        missing = [n for n in range(count) if n not in taken][: max(0, count - len(existing))]
+        created: list[Instance] = []
+        for index in missing:
+            try:
+                created.append(self._create(index, request_id, encoded))
+            except CloudError as err:
+                # Whatever was created stays tagged; the caller can still record it.
+                raise type(err)(err.provider, err.operation, err.detail, err.code, (*existing, *created)) from err
+        return [*existing, *created]
+
+    def _terminate(self, instance_ids: list[str]) -> None:
+        with self._errors("terminate"):
+            for server_id in instance_ids:
+                self.conn.compute.delete_server(server_id, ignore_missing=True)
+
+    # -- helpers --------------------------------------------------------------
+
+    def _create(self, index: int, request_id: str, user_data_b64: str) -> Instance:
+        cfg = self.config
+        metadata = {**self.ownership.tags(request_id, self.slots_per_instance), TAG_INDEX: str(index)}
+        attrs: dict[str, Any] = {
+            "name": f"{self.ownership.pool}-{request_id}-{index}",
+            "flavor_id": self._flavor(),
+            "image_id": cfg.image_id,
+            "networks": [{"uuid": cfg.network_id}],
+            "metadata": metadata,
+            "user_data": user_data_b64,
+        }
+        if cfg.key_name:
+            attrs["key_name"] = cfg.key_name
+        if cfg.security_groups:
+            attrs["security_groups"] = [{"name": group} for group in cfg.security_groups]
+        if cfg.config_drive:
+            attrs["config_drive"] = True
+        with self._errors("launch"):
+            server = self.conn.compute.create_server(**attrs)
+        self._index_of[server.id] = index
+        # Nova's create reply holds little more than the id; the next list gives the cloud's times.
+        return Instance(server.id, self.clock(), self.slots_per_instance, PENDING, "", cfg.flavor, request_id)
+
+    def _flavor(self) -> str:
+        if self._flavor_id is None:
+            from openstack.exceptions import NotFoundException
+
+            with self._errors("launch"):
+                try:
+                    flavor = self.conn.compute.find_flavor(self.config.flavor, ignore_missing=False)
+                except NotFoundException:
+                    raise CloudError.of_kind("invalid_config")(
+                        self.provider, "launch", f"no flavor named {self.config.flavor!r}"
+                    ) from None
+            self._flavor_id = str(flavor.id)
+        return self._flavor_id
+
+    def _servers(self, operation: str) -> list[Any]:
+        with self._errors(operation):
+            return list(self.conn.compute.servers(details=True))
+
+    def _instance(self, server: Any, request_id: str = "") -> Instance:
+        metadata = dict(server.metadata or {})
+        index = _index(metadata.get(TAG_INDEX), server.name)
+        if index is not None:
+            self._index_of[server.id] = index
+        return Instance(
+            instance_id=server.id,
+            launch_time=_timestamp(server.created_at) or self.clock(),
+            slots=slots_from(metadata, self.slots_per_instance),
+            state=_state(server),
+            address=_fixed_ipv4(server.addresses),
+            instance_type=_flavor_name(server.flavor) or self.config.flavor,
+            request_id=metadata.get(TAG_REQUEST, request_id),
+        )
+
+    @contextmanager
+    def _errors(self, operation: str) -> Iterator[None]:
+        try:
+            yield
+        except CloudError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a CloudError
+            raise map_error(exc, operation) from exc
+
+
+def _state(server: Any) -> str:
+    if (getattr(server, "task_state", None) or "") == "deleting":
+        return TERMINATED  # a delete was accepted: do not count it in the pool
+    return _STATES.get((server.status or "BUILD").upper(), RUNNING)
+
+
+def _index(value: Any, name: str | None) -> int | None:
+    for candidate in (value, (name or "").rsplit("-", 1)[-1]):
+        try:
+            return int(candidate)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def _timestamp(value: Any) -> float:
+    if not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _fixed_ipv4(addresses: Any) -> str:
+    """The server's private address: its first fixed IPv4 (floating ones are for outside access)."""
+    for entries in (addresses or {}).values():
+        for entry in entries or []:
+            if entry.get("version") == 4 and entry.get("OS-EXT-IPS:type", "fixed") == "fixed":
+                return str(entry.get("addr", ""))
+    return ""
+
+
+def _flavor_name(flavor: Any) -> str:
+    if flavor is None:
+        return ""
+    if isinstance(flavor, dict):
+        return str(flavor.get("original_name") or flavor.get("name") or flavor.get("id") or "")
+    return str(getattr(flavor, "name", None) or getattr(flavor, "id", None) or "")
+
+
+# -- error mapping ------------------------------------------------------------
+
+
+def kind_of_status(status: int, message: str) -> str:
+    """The CloudError kind for an HTTP status from Keystone or Nova."""
+    quota = "quota" in message.lower()
+    if status == 401:
+        return "auth"
+    if status == 403:
+        return "quota" if quota else "auth"  # Nova answers 403 to quota exceeded
+    if status == 413:
+        return "quota" if quota else "throttled"  # older Nova: 413 overLimit for both
+    if status == 429:
+        return "throttled"
+    if status == 404:
+        return "not_found"
+    if status == 409:
+        return "transient"  # the server is busy in another task state; it passes
+    if status >= 500:
+        return "capacity" if "no valid host" in message.lower() else "transient"
+    if 400 <= status < 500:
+        return "invalid_config"
+    return "unknown"
+
+
+def map_error(exc: Exception, operation: str) -> CloudError:
+    """Turn an openstacksdk / keystoneauth exception into a CloudError of the right kind."""
+    from keystoneauth1 import exceptions as ka
+    from openstack import exceptions as sdk
+
+    status = getattr(exc, "status_code", None) or getattr(exc, "http_status", None)
+    if isinstance(exc, (sdk.HttpException, ka.HttpError)) and status:
+        message = _message(exc)
+        kind = kind_of_status(int(status), message)
+        return CloudError.of_kind(kind)("openstack", operation, f"HTTP {status}: {message}", str(status))
+    if isinstance(exc, ka.SSLError):
+        kind = "invalid_config"  # a CA bundle problem: retrying will not fix it
+    elif isinstance(exc, (ka.ConnectionError, ka.DiscoveryFailure)):
+        kind = "transient"
+    elif isinstance(exc, (ka.EndpointNotFound, sdk.EndpointNotFound, ka.AuthPluginException, ka.OptionError, sdk.ConfigException)):
+        kind = "invalid_config"  # no compute endpoint in the catalog, or an incomplete clouds.yaml
+    else:
+        kind = "unknown"
+    return CloudError.of_kind(kind)("openstack", operation, f"{type(exc).__name__}: {exc}")
+
+
+def _message(exc: Exception) -> str:
+    """The service's own message ("Quota exceeded for instances: ..."), not the whole JSON body."""
+    details = getattr(exc, "details", None) or getattr(exc, "message", None) or str(exc)
+    try:
+        body = json.loads(details)
+    except (TypeError, ValueError):
+        return str(details)
+    return _find_message(body) or str(details)
+
+
+def _find_message(body: Any) -> str:
+    if isinstance(body, dict):
+        if isinstance(body.get("message"), str):
+            return body["message"]
+        for value in body.values():
+            found = _find_message(value)
+            if found:
+                return found
+    return ""

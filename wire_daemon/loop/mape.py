@@ -1,0 +1,187 @@
+"""The MAPE loop: Monitor, Analyze, Plan, Execute, once per interval.
+
+It knows the world only through the ports in ``sites.ports``: the same code
+drives the emulated site and a real submit host.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from wire_daemon.core.config import SteeringConfig
+from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.plan.policies import PlanResult, ScalingPolicy
+from wire_daemon.ports import Cloud, CondorControl, Observations
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DecisionRecord:
+    """One iteration, as the decisions log keeps it."""
+
+    time: float
+    policy: str
+    done: int
+    running: int
+    idle: int
+    pool: int
+    target: int
+    planned: int
+    launched: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)  # drained now, terminated when their unit ends
+    terminated: list[str] = field(default_factory=list)  # terminated since the previous record
+    rule: str = ""
+    upcoming_tasks: int = 0
+    upcoming_load_s: float = 0.0
+    prediction_policies: dict[int, int] = field(default_factory=dict)
+    boosted: int = 0
+    decision_s: float = 0.0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class PriorityBoost:
+    """Raise JobPrio of the first N ready tasks of every stage, so each stage is measured early.
+
+    "Ready" means idle in the queue when the loop looks: a task that was
+    matched before the loop saw it idle is not boosted and does not count, so
+    every stage gets N boosted tasks whatever the interval.
+    """
+
+    def __init__(self, state: RunState, first_n: int, priority: int) -> None:
+        self.first_n = first_n
+        self.priority = priority
+        self.priority_of = np.zeros(state.workflow.n_tasks, dtype=np.int64)
+        self.used = np.zeros(len(state.workflow.stages), dtype=np.int64)
+
+    def apply(self, state: RunState, condor: CondorControl) -> int:
+        if self.first_n <= 0:
+            return 0
+        boosted = 0
+        for task in self._to_boost(state).tolist():
+            condor.set_job_priority(state.workflow.task_ids[task], self.priority)
+            self.priority_of[task] = self.priority
+            self.used[state.workflow.stage_of[task]] += 1
+            boosted += 1
+        return boosted
+
+    def _to_boost(self, state: RunState) -> np.ndarray:
+        """The first ``first_n - used`` unboosted idle tasks of each stage, in queue order.
+
+        Vectorised over the queue, which can hold a whole wide stage; the same
+        tasks the one-by-one scan of the queue would pick.
+        """
+        idle = state.idle_in_queue_order()
+        stage_of = state.workflow.stage_of
+        room = self.first_n - self.used
+        candidates = idle[(room[stage_of[idle]] > 0) & (self.priority_of[idle] <= 0)]
+        if candidates.size == 0:
+            return candidates
+        stages = stage_of[candidates]
+        by_stage = np.argsort(stages, kind="stable")  # queue order kept within each stage
+        sorted_stages = stages[by_stage]
+        rank = np.empty(candidates.size, dtype=np.int64)
+        rank[by_stage] = np.arange(candidates.size) - np.searchsorted(sorted_stages, sorted_stages)
+        return candidates[rank < room[stages]]
+
+    def queue_order(self, state: RunState) -> np.ndarray:
+        """Idle tasks in the order Condor will start them: JobPrio, then submit order.
+
+        A stable sort by descending priority, done on the few prioritised tasks
+        only: the bulk of the queue has priority 0 and keeps its order.
+        """
+        idle = state.idle_in_queue_order()
+        priority = self.priority_of[idle]
+        marked = np.flatnonzero(priority)
+        if marked.size == 0:
+            return idle
+        high, low = marked[priority[marked] > 0], marked[priority[marked] < 0]
+        high = high[np.argsort(-priority[high], kind="stable")]
+        low = low[np.argsort(-priority[low], kind="stable")]
+        return idle[np.concatenate([high, np.flatnonzero(priority == 0), low])]
+
+
+class MapeLoop:
+    def __init__(
+        self,
+        state: RunState,
+        observations: Observations,
+        cloud: Cloud,
+        condor: CondorControl,
+        policy: ScalingPolicy,
+        steering: SteeringConfig,
+        boost: bool = True,
+    ) -> None:
+        self.state = state
+        self.observations = observations
+        self.cloud = cloud
+        self.condor = condor
+        self.policy = policy
+        self.steering = steering
+        self.boost = PriorityBoost(state, steering.boost_first_tasks if boost else 0, steering.boost_priority)
+        self.last_plan: PlanResult | None = None
+        self.pending_releases: dict[str, float] = {}  # drained instance -> termination time
+        self.terminated: list[str] = []  # since the last record: timed releases happen between iterations
+
+    def iterate(self, now: float) -> DecisionRecord:
+        self.state.apply_all(self.observations.poll_events())  # Monitor
+        instances = list(self.cloud.list_instances())
+        started = time.perf_counter()
+        plan = self.policy.plan(now, self.state, instances, self.boost.queue_order(self.state))  # Analyze + Plan
+        decision_s = time.perf_counter() - started
+        self.last_plan = plan
+        decision = plan.decision
+        launched = [i.instance_id for i in self.cloud.launch(decision.launch)] if decision.launch else []  # Execute
+        for instance_id in decision.release:
+            self.condor.retire_instance(instance_id)
+            self.pending_releases[instance_id] = decision.release_at.get(instance_id, now)
+        self.release_due(now)
+        boosted = self.boost.apply(self.state, self.condor)
+        return self._record(now, plan, len(instances), launched, boosted, decision_s)
+
+    def next_release(self) -> float | None:
+        return min(self.pending_releases.values(), default=None)
+
+    def release_due(self, now: float) -> list[str]:
+        """Terminate the drained instances whose time has come."""
+        due = [i for i, at in self.pending_releases.items() if at <= now]
+        if due:
+            self.cloud.terminate(due)
+            for instance_id in due:
+                del self.pending_releases[instance_id]
+            self.terminated.extend(due)
+        return due
+
+    def take_terminated(self) -> list[str]:
+        done, self.terminated = self.terminated, []
+        return done
+
+    def _record(
+        self, now: float, plan: PlanResult, pool: int, launched: list[str], boosted: int, decision_s: float
+    ) -> DecisionRecord:
+        upcoming = plan.upcoming
+        return DecisionRecord(
+            time=now,
+            policy=self.policy.name,
+            done=self.state.n_done(),
+            running=self.state.count(TaskStatus.RUNNING),
+            idle=self.state.count(TaskStatus.IDLE),
+            pool=pool,
+            target=plan.decision.target,
+            planned=plan.decision.planned,
+            launched=launched,
+            released=list(plan.decision.release),
+            terminated=self.take_terminated(),
+            rule=plan.decision.rule,
+            upcoming_tasks=len(upcoming) if upcoming is not None else 0,
+            upcoming_load_s=float(upcoming.remaining_s.sum()) if upcoming is not None else 0.0,
+            prediction_policies=plan.policy_counts,
+            boosted=boosted,
+            decision_s=decision_s,
+        )

@@ -1,0 +1,209 @@
+"""Replay a workflow trace through the emulated site under one or more policies.
+
+Measures (DESIGN.md): cost in charging units, makespan (first submit to last
+task end), relative execution time (makespan over the full-site makespan),
+utilization (busy slot-seconds over paid slot-seconds) and the prediction
+error of the tasks' execution times.
+
+Accounting choices:
+
+* The pool is released when the last task ends: every policy is billed up to
+  the makespan (a live daemon notices at its next interval; that lag is the
+  same for every policy, so it is left out of the comparison).
+* Busy slot-seconds count every attempt, including work later thrown away by
+  a release; the wasted part is reported separately.
+* Prediction error follows the paper (§IV-D): the execution time predicted
+  for a task at the last iteration before it started, by policies 3-5, against
+  its measured execution time. Stages are classed by their mean measured
+  execution time: short (<= 10 s), medium (<= 30 s), long. Short and medium
+  stages report the error in seconds, long stages relative to the true time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from wire_daemon.core.config import ReplayConfig
+from wire_daemon.core.errors import WireError
+from wire_daemon.loop.mape import DecisionRecord, MapeLoop
+from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.plan.policies import POLICY_NAMES, WirePolicy, make_policy
+from wire_daemon.emulated.site import EmulatedSite
+from wire_daemon.core.workflow import Workflow
+
+MAX_ITERATIONS = 1_000_000
+SHORT_STAGE_S = 10.0
+MEDIUM_STAGE_S = 30.0
+STAGE_CLASSES = (("short", "s"), ("medium", "s"), ("long", "relative"))  # and the unit of their errors
+
+
+@dataclass
+class ErrorSummary:
+    """Prediction error of one stage class."""
+
+    stage_class: str  # short | medium | long
+    unit: str  # "s" (true error) or "relative"
+    tasks: int = 0
+    mean_abs: float = float("nan")
+    median: float = float("nan")
+    p90_abs: float = float("nan")
+
+
+@dataclass
+class ReplayResult:
+    policy: str
+    cost_units: int
+    makespan_s: float
+    utilization: float
+    iterations: int
+    decision_mean_s: float
+    decision_max_s: float
+    peak_instances: int
+    restarts: int
+    wasted_slot_s: float
+    relative_time: float = float("nan")
+    errors: list[ErrorSummary] = field(default_factory=list)
+    error_samples: dict[str, np.ndarray] = field(default_factory=dict)  # stage class -> per-task errors
+    first_completion_s: dict[str, float] = field(default_factory=dict)  # stage name -> time
+    records: list[DecisionRecord] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def summary(self) -> dict:
+        return {
+            "cost_units": self.cost_units,
+            "makespan_s": round(self.makespan_s, 3),
+            "relative_time": round(self.relative_time, 4),
+            "utilization": round(self.utilization, 4),
+            "peak_instances": self.peak_instances,
+            "iterations": self.iterations,
+            "restarts": self.restarts,
+            "decision_mean_ms": round(self.decision_mean_s * 1e3, 3),
+            "decision_max_ms": round(self.decision_max_s * 1e3, 3),
+            "prediction_error": {
+                e.stage_class: {"unit": e.unit, "tasks": e.tasks, "mean_abs": _round(e.mean_abs), "median": _round(e.median), "p90_abs": _round(e.p90_abs)}
+                for e in self.errors
+            },
+            "wall_s": round(self.wall_s, 3),
+        }
+
+
+def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bool = True) -> ReplayResult:
+    """Run ``workflow`` to completion on the emulated site under one policy."""
+    config.validate()
+    steering, emulation = config.steering, config.emulation
+    if policy_name == "full-site":
+        emulation = replace(emulation, initial_instances=steering.max_instances)
+    started = time.perf_counter()
+    site = EmulatedSite(workflow, emulation, steering.slots_per_instance, steering.charging_unit_s)
+    state = RunState(workflow)
+    policy = make_policy(
+        policy_name, state, steering, config.prediction, truth=lambda: (site.true_occupancy_s, site.true_exec_s), pfa=config.pfa
+    )
+    loop = MapeLoop(state, site, site, site, policy, steering, boost=boost)
+    tracker = _PredictionTracker(workflow.n_tasks)
+    records: list[DecisionRecord] = []
+    now = 0.0
+    while True:  # now = k * interval, not a running sum: no rounding drift over long runs
+        site.advance_to(now)
+        if site.finished:
+            break
+        if len(records) >= MAX_ITERATIONS:
+            raise WireError(f"replay of {workflow.source} under {policy_name} did not finish in {MAX_ITERATIONS} intervals")
+        records.append(loop.iterate(now))
+        if isinstance(policy, WirePolicy) and policy.last_prediction is not None:
+            tracker.capture(state, policy.last_prediction)
+        now = len(records) * steering.interval_s
+        _release_until(site, loop, now)
+    end = site.last_finish
+    samples = tracker.samples(workflow, site.true_exec_s) if isinstance(policy, WirePolicy) else {}
+    paid = site.paid_slot_seconds(end)
+    decisions = np.array([r.decision_s for r in records]) if records else np.zeros(1)
+    result = ReplayResult(
+        policy=policy_name,
+        cost_units=site.cost_units(end),
+        makespan_s=end,
+        utilization=site.busy_slot_s / paid if paid > 0 else 0.0,
+        iterations=len(records),
+        decision_mean_s=float(decisions.mean()),
+        decision_max_s=float(decisions.max()),
+        peak_instances=max((r.pool + len(r.launched) for r in records), default=0),
+        restarts=site.restarts,
+        wasted_slot_s=site.wasted_slot_s,
+        errors=summarize_errors(samples) if samples else [],
+        error_samples=samples,
+        first_completion_s={workflow.stages[s].name: t for s, t in site.first_completion.items()},
+        records=records,
+    )
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def compare(workflow: Workflow, config: ReplayConfig, policies: tuple[str, ...] = POLICY_NAMES, boost: bool = True) -> dict[str, ReplayResult]:
+    """Run several policies on the same world; relative time is against full-site."""
+    names = policies if "full-site" in policies else ("full-site", *policies)
+    results = {name: replay(workflow, name, config, boost) for name in names}
+    best = results["full-site"].makespan_s
+    for result in results.values():
+        result.relative_time = result.makespan_s / best if best > 0 else 1.0
+    return {name: results[name] for name in policies}
+
+
+def _release_until(site: EmulatedSite, loop: MapeLoop, until: float) -> None:
+    """Carry out the releases that fall inside the interval, each at its own time."""
+    while (when := loop.next_release()) is not None and when < until:
+        site.advance_to(when)
+        loop.release_due(when)
+
+
+class _PredictionTracker:
+    """The last pre-start prediction of each task's execution time."""
+
+    def __init__(self, n_tasks: int) -> None:
+        self.exec_s = np.full(n_tasks, np.nan)
+        self.policy = np.zeros(n_tasks, dtype=np.int8)
+
+    def capture(self, state: RunState, prediction) -> None:
+        unstarted = (state.status == TaskStatus.WAITING) | (state.status == TaskStatus.IDLE)
+        self.exec_s[unstarted] = prediction.exec_s[unstarted]
+        self.policy[unstarted] = prediction.policy[unstarted]
+
+    def samples(self, workflow: Workflow, true_exec_s: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-task prediction errors by stage class: seconds (short, medium) or relative (long)."""
+        stage_mean = np.array([true_exec_s[m].mean() if m.size else 0.0 for m in workflow.stage_members()])
+        task_mean = stage_mean[workflow.stage_of]
+        measured = np.isin(self.policy, (3, 4, 5))
+        out: dict[str, np.ndarray] = {}
+        for (name, unit), in_class in zip(STAGE_CLASSES, _class_masks(task_mean)):
+            mask = measured & in_class
+            err = self.exec_s[mask] - true_exec_s[mask]
+            out[name] = err / np.maximum(true_exec_s[mask], 1e-9) if unit == "relative" else err
+        return out
+
+
+def summarize_errors(samples: dict[str, np.ndarray]) -> list[ErrorSummary]:
+    out = []
+    for name, unit in STAGE_CLASSES:
+        err = samples.get(name, np.zeros(0))
+        summary = ErrorSummary(name, unit, int(err.size))
+        if summary.tasks:
+            summary.mean_abs = float(np.mean(np.abs(err)))
+            summary.median = float(np.median(err))
+            summary.p90_abs = float(np.percentile(np.abs(err), 90))
+        out.append(summary)
+    return out
+
+
+def _class_masks(task_mean: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which tasks are in a short, medium and long stage (STAGE_CLASSES order)."""
+    return (
+        task_mean <= SHORT_STAGE_S,
+        (task_mean > SHORT_STAGE_S) & (task_mean <= MEDIUM_STAGE_S),
+        task_mean > MEDIUM_STAGE_S,
+    )
+
+
+def _round(x: float) -> float | None:
+    return None if np.isnan(x) else round(float(x), 4)

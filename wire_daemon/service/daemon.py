@@ -1,0 +1,277 @@
+"""``wire-daemon run``: the MAPE loop as a long-running service.
+
+Every interval it runs one loop iteration, appends the decision to the
+decisions log (JSON lines, rotated) and to the state file, refreshes the
+status snapshot that ``wire-daemon status`` reads, and sleeps until the next
+interval or the next timed release, whichever comes first.
+
+Lifecycle: SIGTERM (or SIGINT) finishes the current iteration, persists and
+exits; instances stay up unless ``scale_to_zero_on_exit``. SIGHUP reloads the
+config file; a file that does not validate is refused with a one-line error
+and the old settings stay. An iteration that takes longer than the interval
+is logged as an overrun and the next one starts at once: none is skipped
+silently. An exception inside an iteration is logged and the loop goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from dataclasses import replace
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from wire_daemon.core.errors import WireError
+from wire_daemon.loop.mape import DecisionRecord, MapeLoop
+from wire_daemon.service.metrics import Metrics
+from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.runtime.runtimes import Runtime, build_runtime
+from wire_daemon.runtime.settings import Settings, load_settings
+from wire_daemon.core.store import StateStore
+
+log = logging.getLogger(__name__)
+
+
+class DecisionsLog:
+    """JSON lines, one object per iteration, rotated by size."""
+
+    def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._logger = logging.getLogger(f"wire_daemon.decisions.{path}")
+        self._logger.propagate = False
+        self._logger.setLevel(logging.INFO)
+        if not self._logger.handlers:
+            handler = RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            self._logger.addHandler(handler)
+
+    def append(self, record: dict[str, Any]) -> None:
+        self._logger.info(json.dumps(record, sort_keys=True))
+
+    def close(self) -> None:
+        for handler in list(self._logger.handlers):
+            handler.close()
+            self._logger.removeHandler(handler)
+
+
+class Daemon:
+    def __init__(self, settings: Settings, config_path: str | None = None, sleep: Callable[[float], None] | None = None) -> None:
+        self.settings = settings
+        self.config_path = config_path
+        self.store = StateStore(settings.state_path)
+        self.decisions = DecisionsLog(Path(settings.log.decisions_path), settings.log.max_bytes, settings.log.backups)
+        self.stop_requested = False
+        self.reload_requested = False
+        self.iterations = 0
+        self.overruns = 0
+        self.runtime: Runtime = build_runtime(settings, self.store, sleep or self._interruptible_sleep)
+        self.metrics = self._start_metrics()
+
+    def _start_metrics(self) -> Metrics | None:
+        if not self.settings.metrics.enabled:
+            return None
+        metrics = Metrics()
+        port = metrics.serve(self.settings.metrics.address, self.settings.metrics.port)
+        log.info("metrics at http://%s:%d/metrics", self.settings.metrics.address, port)
+        return metrics
+
+    @property
+    def loop(self) -> MapeLoop:
+        return self.runtime.loop
+
+    @property
+    def state(self) -> RunState:
+        return self.runtime.loop.state
+
+    def _interruptible_sleep(self, seconds: float) -> None:
+        """Sleep, but wake within a fraction of a second of SIGTERM."""
+        deadline = time.monotonic() + seconds
+        while not self.stop_requested and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.2))
+
+    # -- signals -----------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_reload)
+
+    def _on_stop(self, signum: int, frame: object) -> None:
+        log.info("signal %d: finishing the current iteration, then exiting", signum)
+        self.stop_requested = True
+
+    def _on_reload(self, signum: int, frame: object) -> None:
+        self.reload_requested = True
+
+    def reload(self) -> None:
+        self.reload_requested = False
+        if not self.config_path:
+            return
+        try:
+            fresh = load_settings(self.config_path)
+        except WireError as exc:
+            log.error("reload refused, keeping the running settings: %s", exc)
+            return
+        # The site, the cloud and the state file are what the running daemon is made of: a restart changes them.
+        self.settings = replace(fresh, site=self.settings.site, cloud=self.settings.cloud, state_path=self.settings.state_path)
+        self.runtime.reconfigure(self.settings)
+        log.info("reloaded %s", self.config_path)
+
+    # -- the service loop ----------------------------------------------------------
+
+    def run(self, max_iterations: int | None = None) -> int:
+        self.store.set_meta("pid", str(os.getpid()))
+        interval = self.settings.steering.interval_s
+        next_at = self.runtime.now()
+        while not self.stop_requested and not self.runtime.finished:
+            if max_iterations is not None and self.iterations >= max_iterations:
+                break
+            if self.reload_requested:
+                self.reload()
+            self.runtime.sleep_until(next_at)
+            if self.runtime.finished or self.stop_requested:
+                break
+            started = time.monotonic()
+            self._iterate(self.runtime.now())
+            self._sleep_through_releases(next_at + interval)
+            self._check_overrun(interval, time.monotonic() - started)
+            next_at += interval  # already past after an overrun: the next iteration starts at once
+        self._shutdown()
+        return 0
+
+    def _iterate(self, now: float) -> None:
+        try:
+            self.runtime.refresh()
+            record = self.loop.iterate(now)
+        except Exception:  # one bad iteration must not kill the service
+            log.exception("iteration at t=%.0f failed; the loop goes on", now)
+            return
+        self.iterations += 1
+        entry = record.to_json() | {"cost_units": self.runtime.cost_units(now), "notes": self.runtime.take_notes()}
+        self.decisions.append(entry)
+        self.store.append_decision(now, entry)
+        if self.metrics is not None:
+            self.metrics.observe(entry, entry["notes"])
+        self.store.set_meta("status", json.dumps(self.status_snapshot(now, record), sort_keys=True))
+        self.store.set_meta("heartbeat", json.dumps({"wall": time.time(), "virtual": now}))
+
+    def _sleep_through_releases(self, until: float) -> None:
+        while (when := self.loop.next_release()) is not None and when < until and not self.stop_requested:
+            self.runtime.sleep_until(when)
+            self.loop.release_due(when)
+
+    def _check_overrun(self, interval: float, took_wall_s: float) -> None:
+        took = took_wall_s * getattr(self.runtime, "speedup", 1.0)
+        if took > interval:
+            self.overruns += 1
+            log.warning("iteration overran its interval: %.1f s for a %.0f s interval; the next starts at once", took, interval)
+
+    def _shutdown(self) -> None:
+        finished = self.runtime.finished
+        if finished or self.settings.scale_to_zero_on_exit:  # a finished replay has nothing left to pay for
+            self.runtime.terminate_all()
+        self._log_final_terminations()
+        self.store.set_meta("stopped", json.dumps({"wall": time.time(), "finished": finished}))
+        self.decisions.close()
+        self.store.close()
+        if self.metrics is not None:
+            self.metrics.stop()
+
+    def _log_final_terminations(self) -> None:
+        """Terminations after the last iteration (timed releases, scale-to-zero) still reach the log."""
+        done = self.loop.take_terminated()
+        notes = self.runtime.take_notes()
+        if done or notes:
+            now = self.runtime.now()
+            entry = {"time": now, "event": "shutdown", "terminated": done, "notes": notes,
+                     "cost_units": self.runtime.cost_units(now), "rule": "shutdown"}
+            self.decisions.append(entry)
+            self.store.append_decision(now, entry)
+
+    # -- status ---------------------------------------------------------------------
+
+    def status_snapshot(self, now: float, record: DecisionRecord) -> dict[str, Any]:
+        u = self.settings.steering.charging_unit_s
+        instances = self.runtime.instances()
+        busy = {}
+        for host in self.state.host.values():
+            busy[host] = busy.get(host, 0) + 1
+        return {
+            "time": now,
+            "pool": [
+                {
+                    "instance_id": i.instance_id,
+                    "state": i.state,
+                    "age_s": round(now - i.launch_time, 1),
+                    "busy_slots": busy.get(i.instance_id, 0),
+                    "slots": i.slots,
+                    "next_charge_in_s": round(u - (now - i.launch_time) % u, 1),
+                }
+                for i in instances
+            ],
+            "stages": self._stage_counts(),
+            "last_decision": {k: record.to_json()[k] for k in ("target", "planned", "launched", "released", "rule")},
+            "cost_units": self.runtime.cost_units(now),
+            "remaining_makespan_estimate_s": self._remaining_estimate(record),
+        }
+
+    def _stage_counts(self) -> list[dict[str, Any]]:
+        """Per stage: task counts by state, and the prediction for its unfinished tasks.
+
+        Counted with bincounts over the task arrays: one pass, whatever the number of stages.
+        """
+        wf, status = self.state.workflow, self.state.status.astype(np.int64)
+        n_stages = len(wf.stages)
+        stage_of = wf.stage_of.astype(np.int64)
+        counts = np.bincount(stage_of * 8 + status, minlength=n_stages * 8).reshape(n_stages, 8)
+        prediction = getattr(self.loop.policy, "last_prediction", None)
+        mean_s, policy = self._stage_predictions(prediction, stage_of, n_stages)
+        return [
+            {
+                "stage": stage.name,
+                "tasks": int(counts[k].sum()),
+                "done": int(counts[k, TaskStatus.DONE]),
+                "running": int(counts[k, TaskStatus.RUNNING]),
+                "idle": int(counts[k, TaskStatus.IDLE]),
+                "not_ready": int(counts[k, TaskStatus.WAITING]),
+                "predicted_occupancy_s": mean_s[k],
+                "prediction_policy": policy[k],
+            }
+            for k, stage in enumerate(wf.stages)
+        ]
+
+    @staticmethod
+    def _stage_predictions(prediction: Any, stage_of: np.ndarray, n_stages: int) -> tuple[list, list]:
+        """Mean predicted occupancy of each stage's unfinished tasks, and the policy most of them use."""
+        if prediction is None or n_stages == 0:
+            return [None] * n_stages, [None] * n_stages
+        open_ = prediction.policy > 0
+        stages = stage_of[open_]
+        n = np.bincount(stages, minlength=n_stages)
+        total = np.bincount(stages, weights=np.nan_to_num(prediction.occupancy_s[open_]), minlength=n_stages)
+        by_policy = np.bincount(stages * 10 + prediction.policy[open_].astype(np.int64), minlength=n_stages * 10)
+        dominant = by_policy.reshape(n_stages, 10).argmax(axis=1)
+        mean_s = [round(float(t / c), 1) if c else None for t, c in zip(total, n)]
+        policy = [int(p) if c else None for p, c in zip(dominant, n)]
+        return mean_s, policy
+
+    def _remaining_estimate(self, record: DecisionRecord) -> float:
+        """Predicted remaining work over the pool's slots: a rough lower bound for operators."""
+        prediction = getattr(self.loop.policy, "last_prediction", None)
+        if prediction is None:
+            return 0.0
+        remaining = np.nansum(prediction.remaining_s)
+        slots = max(1, record.pool * self.settings.steering.slots_per_instance)
+        return round(float(remaining) / slots, 1)
+
+
+def run_from_config(path: str, max_iterations: int | None = None) -> int:
+    daemon = Daemon(load_settings(path), config_path=path)
+    daemon.install_signal_handlers()
+    return daemon.run(max_iterations)

@@ -1,0 +1,151 @@
+"""Optional Prometheus endpoint: what the daemon decided, refreshed every iteration.
+
+``Metrics.observe(record, notes)`` takes one decisions-log record
+(``DecisionRecord.to_json()``, optionally with ``cost_units`` and
+``busy_slots``) and the iteration's notes from the guarded cloud
+(``cloud error (KIND) ...``, ``limit NAME: ...``, ``back-off: ...``).
+``Metrics.serve()`` exposes them at ``http://ADDRESS:PORT/metrics``.
+
+Each ``Metrics`` owns its registry, so several can live in one process
+(tests) and nothing else from the process leaks into the page. The endpoint
+binds to 127.0.0.1 unless told otherwise: it has no authentication, so expose
+it beyond the host only behind a proxy or firewall you trust.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from typing import Self
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
+
+from wire_daemon.core.errors import CloudError
+
+DEFAULT_ADDRESS = "127.0.0.1"
+DEFAULT_PORT = 9464  # the metrics.port default of docs/config.example.yaml
+# Decision latency: a plan takes milliseconds on small DAGs, seconds on huge ones.
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+KNOWN_LIMITS = ("max_instances", "max_launches_per_interval", "budget_units_per_hour", "back_off")
+
+_CLOUD_ERROR = re.compile(r"\bcloud error \((\w+)\)")
+_LIMIT = re.compile(r"^limit (\w+):")
+_BACK_OFF = re.compile(r"^back-off:")
+
+
+def cloud_error_kinds() -> list[str]:
+    """Every kind a CloudError can have: the label values of the error counter."""
+    return sorted({CloudError.kind, *(sub.kind for sub in CloudError.__subclasses__())})
+
+
+class Metrics:
+    """Gauges, counters and a latency histogram for one daemon, in their own registry."""
+
+    def __init__(self, namespace: str = "wire") -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self._gauges(namespace)
+        self._counters(namespace)
+
+    def _gauges(self, ns: str) -> None:
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, namespace=ns, registry=self.registry)
+
+        self.pool = gauge("pool_instances", "Worker instances in the pool at the last decision")
+        self.target = gauge("target_instances", "Pool size the last decision aimed for")
+        self.busy_slots = gauge("busy_slots", "Slots running a task at the last decision")
+        self.idle_tasks = gauge("idle_tasks", "Tasks waiting in the queue at the last decision")
+        self.upcoming_tasks = gauge("upcoming_load_tasks", "Predicted tasks active at the start of the next interval")
+        self.upcoming_load = gauge("upcoming_load_seconds", "Predicted remaining slot occupancy of the upcoming load")
+        self.cost_units = gauge("cost_units", "Charging units paid so far (instance-units)")
+        self.last_decision = gauge("last_decision_time_seconds", "Time of the last decision (the loop's clock)")
+        self.decision_latency = Histogram(
+            "decision_seconds", "Wall time of one MAPE decision", namespace=ns, registry=self.registry,
+            buckets=LATENCY_BUCKETS_S,
+        )
+
+    def _counters(self, ns: str) -> None:
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, labels, namespace=ns, registry=self.registry)
+
+        self.decisions = counter("decisions", "MAPE iterations decided")
+        self.launched = counter("instances_launched", "Instances launched")
+        self.released = counter("instances_released", "Instances released")
+        self.cloud_errors = counter("cloud_errors", "Cloud calls that failed, by error kind", ("kind",))
+        self.limits_hit = counter("limits_hit", "Launches cut short by a safety limit, by limit", ("limit",))
+        for kind in cloud_error_kinds():  # every series exists from the start, at 0
+            self.cloud_errors.labels(kind=kind)
+        for limit in KNOWN_LIMITS:
+            self.limits_hit.labels(limit=limit)
+
+    # -- updating ---------------------------------------------------------------------------
+
+    def observe(self, record: dict, notes: Iterable[str] = ()) -> None:
+        """Update every metric from one decision record and that iteration's notes."""
+        self._set(self.pool, record.get("pool"))
+        self._set(self.target, record.get("target"))
+        self._set(self.busy_slots, record.get("busy_slots", record.get("running")))
+        self._set(self.idle_tasks, record.get("idle"))
+        self._set(self.upcoming_tasks, record.get("upcoming_tasks"))
+        self._set(self.upcoming_load, record.get("upcoming_load_s"))
+        self._set(self.cost_units, record.get("cost_units"))
+        self._set(self.last_decision, record.get("time"))
+        if _is_number(record.get("decision_s")):
+            self.decision_latency.observe(float(record["decision_s"]))
+        self.decisions.inc()
+        self.launched.inc(len(record.get("launched") or ()))
+        self.released.inc(len(record.get("released") or ()))
+        for note in notes:
+            self._count_note(note)
+
+    def _count_note(self, note: str) -> None:
+        if match := _CLOUD_ERROR.search(note):
+            kind = match.group(1)
+            self.cloud_errors.labels(kind=kind if kind in cloud_error_kinds() else CloudError.kind).inc()
+        elif match := _LIMIT.match(note):
+            self.limits_hit.labels(limit=match.group(1)).inc()
+        elif _BACK_OFF.match(note):
+            self.limits_hit.labels(limit="back_off").inc()
+
+    @staticmethod
+    def _set(gauge: Gauge, value: object) -> None:
+        if _is_number(value):  # an absent field keeps the last value
+            gauge.set(float(value))  # type: ignore[arg-type]
+
+    # -- serving ------------------------------------------------------------------------------
+
+    def serve(self, address: str = DEFAULT_ADDRESS, port: int = DEFAULT_PORT) -> int:
+        """Start the HTTP endpoint in a daemon thread; return the bound port (useful with port 0)."""
+        if self._server is not None:
+            raise RuntimeError("the metrics endpoint is already serving")
+        self._server, self._thread = start_http_server(port, addr=address, registry=self.registry)
+        return int(self._server.server_address[1])
+
+    def stop(self) -> None:
+        """Stop the endpoint and free its port."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()  # shutdown() alone keeps the socket bound
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -1,0 +1,243 @@
+"""Timeline report (PNG) of a decisions log: pool, tasks, predicted load and cost.
+
+A decisions-log record is one JSON object per MAPE iteration
+(``DecisionRecord.to_json()``, plus an optional cumulative ``cost_units``).
+Each record describes the interval that starts at its ``time`` and holds until
+the next record, so every series is drawn as a post-step line; the last step is
+extended by one interval (the median spacing) so it stays visible.
+
+``time`` is seconds: from the run's start in a replay, or Unix time for a live
+daemon. Both are drawn as elapsed time since the first record; for Unix times
+the axis label names the wall-clock start (UTC).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from wire_daemon.core.errors import InputError
+
+log = logging.getLogger(__name__)
+
+FIGSIZE_IN = (12.0, 9.0)
+DPI = 100  # with FIGSIZE_IN: a 1200 x 900 pixel image
+_MAX_LABELLED_CHANGES = 40  # past this many launches (or releases), markers only
+_EPOCH_MIN_S = 1e9  # larger times are Unix timestamps (after 2001)
+_COLORS = {"pool": "#1f77b4", "target": "#ff7f0e", "running": "#2ca02c", "idle": "#d62728",
+           "upcoming": "#9467bd", "cost": "#8c564b", "launch": "#17becf", "release": "#e377c2"}
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def load_decisions(path: str | Path, rotated: bool = False) -> list[dict]:
+    """Records of a JSON-lines decisions log, oldest first.
+
+    With ``rotated``, the siblings ``PATH.N`` ... ``PATH.2``, ``PATH.1`` are read
+    first (the highest number is the oldest, as logging's rotating handler
+    names them). A line that is not a JSON object with a numeric ``time`` is
+    skipped with one warning naming the file and line.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(str(path), "no such decisions log")
+    records: list[dict] = []
+    for part in (_rotated_siblings(path) if rotated else []) + [path]:
+        records.extend(_read_jsonl(part))
+    return records
+
+
+def _rotated_siblings(path: Path) -> list[Path]:
+    pattern = re.compile(re.escape(path.name) + r"\.(\d+)$")
+    numbered = [(int(m.group(1)), p) for p in path.parent.iterdir() if (m := pattern.match(p.name))]
+    return [p for _, p in sorted(numbered, reverse=True)]
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    records = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            record, problem = _parse_line(line)
+            if problem:
+                log.warning("%s:%d: skipped decisions-log line: %s", path, lineno, problem)
+            else:
+                records.append(record)
+    return records
+
+
+def _parse_line(line: str) -> tuple[dict, str]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return {}, f"not JSON ({exc.msg})"
+    if not isinstance(record, dict):
+        return {}, "not a JSON object"
+    if not isinstance(record.get("time"), (int, float)) or isinstance(record.get("time"), bool):
+        return {}, "no numeric 'time'"
+    return record, ""
+
+
+# -- series ------------------------------------------------------------------------------------
+
+
+def _series(records: list[dict], key: str) -> np.ndarray:
+    """One numeric column; a missing or non-numeric value becomes NaN (a gap in the line)."""
+    return np.array([_number(r.get(key)) for r in records], dtype=float)
+
+
+def _number(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return float("nan")
+    return float(value)
+
+
+def _peak(records: list[dict], key: str) -> float:
+    values = _series(records, key)
+    values = values[~np.isnan(values)]
+    return float(values.max()) if len(values) else 0.0
+
+
+def _time_axis(times: np.ndarray) -> tuple[np.ndarray, str]:
+    """Elapsed time in a readable unit, and the axis label."""
+    elapsed = times - times[0]
+    span = float(elapsed[-1]) if len(elapsed) else 0.0
+    scale, unit = (1.0, "s") if span <= 600 else (60.0, "min") if span <= 10 * 3600 else (3600.0, "h")
+    label = f"time since first decision ({unit})"
+    if times[0] >= _EPOCH_MIN_S:
+        start = datetime.fromtimestamp(times[0], tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        label += f", first decision at {start}"
+    return elapsed / scale, label
+
+
+def _extended(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Append one more step so that the last value of a post-step line is drawn."""
+    step = float(np.median(np.diff(x))) if len(x) > 1 else 1.0
+    return np.append(x, x[-1] + step), np.append(y, y[-1])
+
+
+# -- drawing ----------------------------------------------------------------------------------
+
+
+def render_report(decisions: Iterable[dict], out_png: Path, title: str) -> Path:
+    """Draw the timeline of ``decisions`` into ``out_png`` (FIGSIZE_IN at DPI) and return its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = sorted((r for r in decisions if isinstance(r.get("time"), (int, float))), key=lambda r: r["time"])
+    if not records:
+        raise ValueError("no decision records to draw")
+    x, xlabel = _time_axis(_series(records, "time"))
+    has_cost = any(isinstance(r.get("cost_units"), (int, float)) for r in records)
+    fig, axes = plt.subplots(3 if has_cost else 2, 1, sharex=True, figsize=FIGSIZE_IN, dpi=DPI,
+                             gridspec_kw={"height_ratios": [1, 1, 0.7] if has_cost else [1, 1]})
+    try:
+        _draw_pool(axes[0], x, records)
+        _draw_tasks(axes[1], x, records)
+        if has_cost:
+            _draw_cost(axes[2], x, records)
+        _finish(fig, axes, xlabel, title, _subtitle(records))
+        out_png = Path(out_png)
+        out_png.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out_png, dpi=DPI)
+    finally:
+        plt.close(fig)
+    return out_png
+
+
+def _draw_pool(ax, x: np.ndarray, records: list[dict]) -> None:
+    for key, label, style in (("pool", "pool size (instances)", "-"), ("target", "target pool size", "--")):
+        xs, ys = _extended(x, _series(records, key))
+        ax.plot(xs, ys, style, drawstyle="steps-post", color=_COLORS[key], linewidth=2.2, label=label)
+    _draw_changes(ax, x, records)
+    ax.set_ylabel("instances")
+    ax.set_title("Pool", loc="left", fontsize=11, fontweight="bold")
+    _integer_y(ax)
+
+
+def _draw_changes(ax, x: np.ndarray, records: list[dict]) -> None:
+    """Markers where instances were launched / released, at the resulting target."""
+    for key, marker, label in (("launched", "^", "launch"), ("released", "v", "release")):
+        hits = [(xi, _number(r.get("target")), len(r.get(key) or [])) for xi, r in zip(x, records) if r.get(key)]
+        if not hits:
+            continue
+        xs, ys, _ = zip(*hits)
+        labelled = len(hits) <= _MAX_LABELLED_CHANGES
+        ax.scatter(xs, ys, marker=marker, s=90 if labelled else 30, color=_COLORS[label], zorder=5,
+                   edgecolor="black", linewidth=0.6, label=f"{label} (count beside marker)" if labelled else label)
+        for xi, yi, n in hits if labelled else ():
+            ax.annotate(str(n), (xi, yi), textcoords="offset points", xytext=(7, 4 if key == "launched" else -12),
+                        fontsize=9, color="black")
+
+
+def _draw_tasks(ax, x: np.ndarray, records: list[dict]) -> None:
+    series = (("running", "running tasks (busy slots)", "-"), ("idle", "idle tasks (queued)", "-"),
+              ("upcoming_tasks", "predicted upcoming load (tasks)", ":"))
+    for key, label, style in series:
+        xs, ys = _extended(x, _series(records, key))
+        color = _COLORS["upcoming" if key == "upcoming_tasks" else key]
+        ax.plot(xs, ys, style, drawstyle="steps-post", color=color, linewidth=2.2, label=label)
+    ax.set_title("Tasks", loc="left", fontsize=11, fontweight="bold")
+    if _queues_dwarf_running(records):
+        ax.set_yscale("symlog", linthresh=10)  # keep a few running tasks visible under thousands queued
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("tasks (log scale above 10)")
+    else:
+        ax.set_ylabel("tasks")
+        _integer_y(ax)
+
+
+def _queues_dwarf_running(records: list[dict]) -> bool:
+    top = max(_peak(records, k) for k in ("idle", "upcoming_tasks", "running"))
+    running = _peak(records, "running")
+    return bool(top >= 100 and top > 20 * max(running, 1.0))
+
+
+def _draw_cost(ax, x: np.ndarray, records: list[dict]) -> None:
+    xs, ys = _extended(x, _series(records, "cost_units"))
+    ax.plot(xs, ys, "-", drawstyle="steps-post", color=_COLORS["cost"], linewidth=2.2,
+            label="cumulative cost (charging units)")
+    ax.set_ylabel("charging units")
+    ax.set_title("Cost", loc="left", fontsize=11, fontweight="bold")
+    _integer_y(ax)
+
+
+def _integer_y(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    low, high = ax.get_ylim()
+    ax.set_ylim(min(0.0, low), max(high * 1.1, 1.0))
+
+
+def _finish(fig, axes, xlabel: str, title: str, subtitle: str) -> None:
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
+        ax.tick_params(labelsize=10)
+    axes[-1].set_xlabel(xlabel, fontsize=11)
+    axes[-1].set_xlim(left=0)
+    fig.suptitle(title, fontsize=15, fontweight="bold", y=0.985)
+    fig.text(0.5, 0.935, subtitle, ha="center", fontsize=11, color="#444444")
+    fig.subplots_adjust(left=0.07, right=0.76, top=0.9, bottom=0.08, hspace=0.3)
+
+
+def _subtitle(records: list[dict]) -> str:
+    policies = sorted({str(r["policy"]) for r in records if r.get("policy")})
+    cost = [r["cost_units"] for r in records if isinstance(r.get("cost_units"), (int, float))]
+    facts = [f"{len(records)} decisions"]
+    if policies:
+        facts.insert(0, "policy " + ", ".join(policies))
+    if cost:
+        facts.append(f"cost {cost[-1]:g} units")
+    return " · ".join(facts)

@@ -1,0 +1,1 @@
+"""Research and test tooling around wire-daemon: evaluation, the live-writing emulator, the real-pool harness. Not installed with the daemon."""
