@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from wire_daemon.core.config import EmulationConfig, ReplayConfig
-from wire_daemon.plan.policies import POLICY_NAMES
+from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.runtime.replay import replay
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 

@@ -40,7 +40,7 @@ import numpy as np
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, SteeringConfig
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.core.run_state import RunState
-from wire_daemon.plan.policies import make_policy
+from wire_daemon.runtime.policies import PolicyInputs, make_policy
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.core.workflow import Workflow
 from wire_lab.synthetic import synthetic_workflow
@@ -69,9 +69,9 @@ def run_once(workflow: Workflow, seed: int, profiler: cProfile.Profile | None = 
     """One WIRE replay, timing each ``MapeLoop.iterate`` (the loop of ``replay.replay``)."""
     steering = steering_for(workflow.n_tasks)
     started = time.perf_counter()
-    site = EmulatedSite(workflow, EmulationConfig(seed=seed), steering.slots_per_instance, steering.charging_unit_s)
+    site = EmulatedSite(workflow, EmulationConfig(seed=seed), steering.slots_per_instance, steering.billing)
     state = RunState(workflow)
-    policy = make_policy("wire", state, steering, PredictionConfig())
+    policy = make_policy("wire", PolicyInputs(state, steering, PredictionConfig()))
     loop = MapeLoop(state, site, site, site, policy, steering)
     times: list[float] = []
     cpu: list[float] = []

@@ -2,6 +2,7 @@
 
 import pytest
 
+from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.core.events import EventKind
@@ -11,7 +12,7 @@ from wire_daemon.core.workflow import TaskSpec, build_workflow
 def _site(specs, **overrides):
     config = EmulationConfig(**{"boot_lag_s": 30.0, "negotiation_interval_s": 5.0, "submit_delay_s": 1.0,
                                 "bandwidth_bytes_per_s": 1e6, "initial_instances": 1, **overrides})
-    return EmulatedSite(build_workflow("w", "test", specs), config, slots_per_instance=1, charging_unit_s=60.0)
+    return EmulatedSite(build_workflow("w", "test", specs), config, slots_per_instance=1, billing=Billing(60.0))
 
 
 def _events(site):

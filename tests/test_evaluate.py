@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from wire_lab.evaluation.runs import GROUPS, Job, ResultCache, find_traces, group_of, make_jobs, run_job
-from wire_daemon.plan.policies import POLICY_NAMES
+from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.emulated.traces import bundled_trace_path
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "evaluate.py"

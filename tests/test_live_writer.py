@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig
 from wire_daemon.monitor.braindump import read_braindump
 from wire_daemon.monitor.dag import parse_dag
@@ -49,7 +50,7 @@ def montage():
 
 
 def _site(wf, config=CONFIG, slots=4):
-    return EmulatedSite(wf, config, slots_per_instance=slots, charging_unit_s=3600.0)
+    return EmulatedSite(wf, config, slots_per_instance=slots, billing=Billing(3600.0))
 
 
 def _drive(site, writer, step_s, on_step=None):

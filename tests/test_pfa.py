@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from wire_daemon.core.billing import Billing
 from wire_daemon.cli.main import main
 from wire_daemon.core.config import EmulationConfig, PFAConfig, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
@@ -20,7 +21,7 @@ from wire_daemon.plan.pfa import (
     lookup_depth,
     slot_demand,
 )
-from wire_daemon.plan.policies import POLICY_NAMES, make_policy
+from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, make_policy
 from wire_daemon.runtime.replay import compare, replay
 from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.core.instances import Instance
@@ -125,11 +126,11 @@ def test_lookup_depth_and_demand_from_the_throughput():
 
 
 def test_budget_per_interval_in_charging_units():
-    assert affordable_instances(None, 180.0, 3600.0) is None
-    assert affordable_instances(1.0, 180.0, 3600.0) == 20  # an instance costs 0.05 units per interval
-    assert affordable_instances(0.25, 180.0, 3600.0) == 5
-    assert affordable_instances(6.0, 180.0, 60.0) == 2  # u = 1 min: 3 units per instance per interval
-    assert affordable_instances(5.9, 180.0, 60.0) == 1
+    assert affordable_instances(None, 180.0, Billing(3600.0)) is None
+    assert affordable_instances(1.0, 180.0, Billing(3600.0)) == 20  # an instance costs 0.05 units per interval
+    assert affordable_instances(0.25, 180.0, Billing(3600.0)) == 5
+    assert affordable_instances(6.0, 180.0, Billing(60.0)) == 2  # u = 1 min: 3 units per instance per interval
+    assert affordable_instances(5.9, 180.0, Billing(60.0)) == 1
 
 
 def idle_state(wf, n_idle):
@@ -167,12 +168,12 @@ def test_releases_the_longest_idle_instances_whose_unit_ends_soon():
         Instance("E", 3580.0, 4),  # ends in 180 s, busy (not in idle_since)
     ]
     idle_since = {"A": 100.0, "B": 6800.0, "C": 6500.0, "D": 0.0}
-    assert choose_idle_releases(pool, idle_since, 1, now, u, 180.0) == ["C"]
-    assert choose_idle_releases(pool, idle_since, 5, now, u, 180.0) == ["C", "B"]
-    assert choose_idle_releases(pool, idle_since, 0, now, u, 180.0) == []
-    assert choose_idle_releases(pool, idle_since, 5, now, u, 250.0) == ["D", "A", "C", "B"]
+    assert choose_idle_releases(pool, idle_since, 1, now, Billing(u), 180.0) == ["C"]
+    assert choose_idle_releases(pool, idle_since, 5, now, Billing(u), 180.0) == ["C", "B"]
+    assert choose_idle_releases(pool, idle_since, 0, now, Billing(u), 180.0) == []
+    assert choose_idle_releases(pool, idle_since, 5, now, Billing(u), 250.0) == ["D", "A", "C", "B"]
     # idle since the same look: the one whose unit ends first goes first
-    assert choose_idle_releases(pool, {"B": 6800.0, "C": 6800.0}, 1, now, u, 180.0) == ["B"]
+    assert choose_idle_releases(pool, {"B": 6800.0, "C": 6800.0}, 1, now, Billing(u), 180.0) == ["B"]
 
 
 def test_idle_tracker_dates_idleness_from_the_last_task_seen():
@@ -218,7 +219,7 @@ def test_config_is_validated():
 
 def test_pfa_is_a_registered_policy(montage):
     assert "pfa" in POLICY_NAMES
-    policy = make_policy("pfa", RunState(montage), SteeringConfig(), ReplayConfig().prediction)
+    policy = make_policy("pfa", PolicyInputs(RunState(montage), SteeringConfig(), ReplayConfig().prediction))
     assert policy.name == "pfa"
 
 

@@ -7,13 +7,8 @@ import pytest
 
 from wire_daemon.analyze.gradient import LinearModel
 from wire_daemon.analyze.groups import SizeGroups
-from wire_daemon.analyze.predictor import (
-    OnlinePredictor,
-    OraclePredictor,
-    Prediction,
-    Predictor,
-    StageModel,
-)
+from wire_daemon.analyze.predictor import OnlinePredictor, OraclePredictor, StageModel
+from wire_daemon.ports.prediction import Prediction, Predictor
 from wire_daemon.core.config import PredictionConfig
 from wire_daemon.core.run_state import RunState
 from wire_daemon.core.events import EventKind, TaskEvent

@@ -7,7 +7,7 @@ import pytest
 
 from wire_daemon.cli.main import main
 from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
-from wire_daemon.plan.policies import POLICY_NAMES
+from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.runtime.replay import compare, replay
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 

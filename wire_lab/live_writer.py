@@ -108,6 +108,7 @@ from typing import Self
 import numpy as np
 import yaml
 
+from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.core.events import EventKind, TaskEvent
@@ -1128,7 +1129,7 @@ def build_live(
     """A site for ``workflow`` and a freshly created submit dir in ``out_dir``."""
     config = config or EmulationConfig()
     config.validate()
-    site = EmulatedSite(workflow, config, slots_per_instance, charging_unit_s)
+    site = EmulatedSite(workflow, config, slots_per_instance, Billing(charging_unit_s))
     writer = SubmitDirWriter(workflow, out_dir, options).create()
     return LiveEmulation(site, writer)
 

@@ -82,6 +82,8 @@ def test_run_to_completion_logs_every_decision_and_leaves_status(tmp_path, capsy
     assert status["daemon"] == "down" and status["workflow_finished"] is True
     assert sum(s["tasks"] for s in status["stages"]) == 103
     assert status["cost_units"] >= 1
+    # The last plan's predictions reach status: a stage still open at the last decision shows its policy.
+    assert any(s["prediction_policy"] is not None for s in status["stages"])
 
     assert main(["decisions", "--config", str(config), "--since", "360"]) == 0
     rendered = capsys.readouterr().out.splitlines()

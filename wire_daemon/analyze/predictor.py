@@ -19,7 +19,6 @@ the stages that have started, and a few vectorised passes over per-task arrays
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -28,23 +27,16 @@ from wire_daemon.analyze.groups import SizeGroups, median_of_sorted
 from wire_daemon.core.config import PredictionConfig
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
-
-POLICY_DONE = 0
-POLICY_NOT_STARTED = 1
-POLICY_RUNNING_ONLY = 2
-POLICY_STAGE_MEDIAN = 3
-POLICY_SAME_INPUT = 4
-POLICY_GRADIENT = 5
-POLICY_ORACLE = 9
-
-
-@dataclass
-class Prediction:
-    remaining_s: np.ndarray  # float64 per task index (len n_tasks); NaN for DONE tasks
-    occupancy_s: np.ndarray  # float64 per task: predicted total occupancy (exec + transfer); NaN for DONE
-    exec_s: np.ndarray  # float64 per task: predicted execution part; NaN for DONE
-    policy: np.ndarray  # int8 per task: 1..5, 0 for DONE (9 from the oracle)
-
+from wire_daemon.ports.prediction import (
+    POLICY_DONE,
+    POLICY_GRADIENT,
+    POLICY_NOT_STARTED,
+    POLICY_ORACLE,
+    POLICY_RUNNING_ONLY,
+    POLICY_SAME_INPUT,
+    POLICY_STAGE_MEDIAN,
+    Prediction,
+)
 
 @dataclass(frozen=True)
 class StageModel:
@@ -59,14 +51,6 @@ class StageModel:
     a0: float
     a1: float
     n_groups: int  # training points of Algorithm 1
-
-
-class Predictor(Protocol):
-    """What the planner needs: either the online predictor or the oracle."""
-
-    def update(self, state: RunState, now: float) -> None: ...
-
-    def predict(self, state: RunState, now: float) -> Prediction: ...
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import WireError
-from wire_daemon.plan.policies import POLICY_NAMES
+from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.runtime.replay import ReplayResult, compare, replay
 from wire_daemon.service.render import format_decision, format_table
 from wire_daemon.cli.service_commands import add_service_commands

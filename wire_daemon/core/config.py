@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import ConfigError
 
 
@@ -59,6 +60,10 @@ class SteeringConfig:
     # Condor priority hook: boost the first N ready tasks of each stage.
     boost_first_tasks: int = 5
     boost_priority: int = 10
+
+    @property
+    def billing(self) -> Billing:
+        return Billing(self.charging_unit_s)
 
     def validate(self) -> None:
         _positive("steering.charging_unit_s", self.charging_unit_s)

@@ -32,6 +32,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig
 from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.core.instances import Instance
@@ -60,12 +61,12 @@ class EmulatedSite:
     """Implements Observations, Cloud, CondorControl and Clock over virtual time."""
 
     def __init__(
-        self, workflow: Workflow, config: EmulationConfig, slots_per_instance: int, charging_unit_s: float
+        self, workflow: Workflow, config: EmulationConfig, slots_per_instance: int, billing: Billing
     ) -> None:
         self.wf = workflow
         self.config = config
         self.slots_per_instance = slots_per_instance
-        self.charging_unit_s = charging_unit_s
+        self.billing = billing
         self.time = 0.0
         bw = config.bandwidth_bytes_per_s
         transfer = (workflow.input_bytes + workflow.output_bytes) / bw
@@ -183,12 +184,12 @@ class EmulatedSite:
         return sum(self._units(inst, until) for inst in self._instances.values())
 
     def paid_slot_seconds(self, until: float) -> float:
-        return sum(self._units(i, until) * self.charging_unit_s * i.slots for i in self._instances.values())
+        return sum(self._units(i, until) * self.billing.charging_unit_s * i.slots for i in self._instances.values())
 
     def _units(self, inst: _EmuInstance, until: float) -> int:
         """Started charging units, billed from launch to termination (or ``until``)."""
         end = until if inst.end_time is None else inst.end_time
-        return max(1, math.ceil((end - inst.launch_time) / self.charging_unit_s - 1e-9))
+        return self.billing.units(inst.launch_time, end)
 
     # -- the world ---------------------------------------------------------
 

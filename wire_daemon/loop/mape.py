@@ -14,7 +14,7 @@ import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.plan.policies import PlanResult, ScalingPolicy
+from wire_daemon.ports.policy import PlanResult, ScalingPolicy
 from wire_daemon.ports import Cloud, CondorControl, Observations
 
 log = logging.getLogger(__name__)

@@ -41,9 +41,10 @@ import numpy as np
 
 from wire_daemon.core.config import PFAConfig, SteeringConfig
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.plan.policies import PlanResult, time_to_next_charge
-from wire_daemon.plan.steering import SteeringDecision, release_time
-from wire_daemon.core.instances import Instance
+from wire_daemon.core.billing import Billing
+from wire_daemon.plan.steering import release_time
+from wire_daemon.ports.policy import PlanResult, SteeringDecision
+from wire_daemon.core.instances import RUNNING, Instance
 from wire_daemon.core.workflow import Workflow
 
 # --- throughput feedback -------------------------------------------------------
@@ -159,7 +160,7 @@ def slot_demand(estimate: TokenEstimate, per_slot: float | None) -> int:
     return min(estimate.lop, math.ceil(estimate.tasks / per_slot - 1e-9))
 
 
-def affordable_instances(budget_units: float | None, interval_s: float, charging_unit_s: float) -> int | None:
+def affordable_instances(budget_units: float | None, interval_s: float, billing: Billing) -> int | None:
     """Instances whose cost over one interval fits the budget (None: no budget).
 
     An instance costs interval / u charging units per interval: its unit's price
@@ -168,7 +169,7 @@ def affordable_instances(budget_units: float | None, interval_s: float, charging
     """
     if budget_units is None:
         return None
-    return math.floor(budget_units / (interval_s / charging_unit_s) + 1e-9)
+    return math.floor(budget_units / billing.units_per(interval_s) + 1e-9)
 
 
 # --- deallocation --------------------------------------------------------------
@@ -193,7 +194,7 @@ class IdleTracker:
             tasks_on[host].append(task)
         idle_since: dict[str, float] = {}
         for inst in instances:
-            if inst.state != "running" or inst.instance_id in tasks_on:
+            if inst.state != RUNNING or inst.instance_id in tasks_on:
                 continue  # booting, or busy
             known = self.idle_since.get(inst.instance_id)
             idle_since[inst.instance_id] = known if known is not None else self._became_idle(inst.instance_id, state, now)
@@ -211,7 +212,7 @@ def choose_idle_releases(
     idle_since: dict[str, float],
     excess: int,
     now: float,
-    charging_unit_s: float,
+    billing: Billing,
     near_end_s: float,
 ) -> list[str]:
     """At most ``excess`` idle instances whose unit ends within ``near_end_s``: longest idle first.
@@ -221,9 +222,9 @@ def choose_idle_releases(
     if excess <= 0:
         return []
     near = [
-        (idle_since[i.instance_id], time_to_next_charge(i, now, charging_unit_s), i.instance_id)
+        (idle_since[i.instance_id], billing.time_to_next_charge(i.launch_time, now), i.instance_id)
         for i in instances
-        if i.instance_id in idle_since and time_to_next_charge(i, now, charging_unit_s) <= near_end_s
+        if i.instance_id in idle_since and billing.time_to_next_charge(i.launch_time, now) <= near_end_s
     ]
     return [instance_id for _, _, instance_id in sorted(near)[:excess]]
 
@@ -247,6 +248,9 @@ class PFAPolicy:
         self._slots_then: float | None = None  # booted slots at the previous look
         self._draining: dict[str, float] = {}  # released instance -> termination time
 
+    def reconfigure(self, steering: SteeringConfig) -> None:
+        self.steering = steering
+
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
         self._observe_throughput(state, instances)
         per_slot = self.feedback.per_slot
@@ -260,7 +264,7 @@ class PFAPolicy:
         if target > len(live):
             return PlanResult(SteeringDecision(target, wanted, launch=target - len(live), rule=f"pfa grow: {why}"))
         release = choose_idle_releases(
-            live, idle_since, len(live) - target, now, self.steering.charging_unit_s, self._near_end_s()
+            live, idle_since, len(live) - target, now, self.steering.billing, self._near_end_s()
         )
         if not release:
             return PlanResult(SteeringDecision(len(live), wanted, rule=f"pfa hold: {why}"))
@@ -274,7 +278,7 @@ class PFAPolicy:
         new = state.completion_order[self._completed_seen :]
         self._completed_seen += len(new)
         completed = int(np.count_nonzero(self.wf.on_pool[new])) if new else 0
-        slots_now = float(sum(i.slots for i in instances if i.state == "running"))
+        slots_now = float(sum(i.slots for i in instances if i.state == RUNNING))
         if self._slots_then is not None:
             # the pool changes inside an interval (boots, releases): average its two ends
             self.feedback.observe(completed, (self._slots_then + slots_now) / 2.0)
@@ -283,7 +287,7 @@ class PFAPolicy:
     def _bounded(self, wanted: int) -> int:
         target = min(wanted, self.steering.max_instances)
         affordable = affordable_instances(
-            self.config.budget_units_per_interval, self.steering.interval_s, self.steering.charging_unit_s
+            self.config.budget_units_per_interval, self.steering.interval_s, self.steering.billing
         )
         if affordable is not None:
             target = min(target, affordable)
@@ -296,7 +300,7 @@ class PFAPolicy:
 
     def _release_at(self, instance: Instance, now: float) -> float:
         """Terminate just before the paid unit ends, as every policy here does (steering.release_guard_s)."""
-        left = time_to_next_charge(instance, now, self.steering.charging_unit_s)
+        left = self.steering.billing.time_to_next_charge(instance.launch_time, now)
         return release_time(now, left, self.steering.release_guard_s)
 
     @staticmethod

@@ -46,10 +46,11 @@ Decisions where the paper is silent:
 from __future__ import annotations
 
 from bisect import insort
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 from wire_daemon.core.config import SteeringConfig
+from wire_daemon.ports.policy import SteeringDecision
 
 
 @dataclass(frozen=True)
@@ -61,16 +62,6 @@ class InstanceView:
     restart_cost_s: float  # c_j, max sunk occupancy of its tasks when the release takes effect
     release_at: float = 0.0  # when a release would take effect (see ``release_time``)
     age_s: float = float("inf")  # since launch
-
-
-@dataclass
-class SteeringDecision:
-    target: int  # pool size after the decision takes effect
-    planned: int  # Algorithm 3's p before clamping
-    launch: int = 0
-    release: list[str] = field(default_factory=list)
-    release_at: dict[str, float] = field(default_factory=dict)  # instance -> termination time
-    rule: str = ""  # which rule fired, for the decisions log
 
 
 def release_time(now: float, time_to_next_charge_s: float, guard_s: float) -> float:

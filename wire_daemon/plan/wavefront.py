@@ -43,12 +43,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from wire_daemon.core.run_state import RUNNING, WAITING, RunState
+from wire_daemon.ports.policy import UpcomingLoad
 
 _FAN_OUT = 32  # children above which counting them down in numpy beats a Python loop
 
@@ -66,20 +67,6 @@ class PoolSlots:
 
     instance_id: str
     slots: int
-
-
-@dataclass
-class UpcomingLoad:
-    """Tasks active at the start of the next interval, in projected slot order."""
-
-    task: np.ndarray  # int64 task indices
-    remaining_s: np.ndarray  # predicted minimum remaining occupancy
-    sunk_s: np.ndarray  # occupancy already consumed at the interval start
-    restart_cost_s: dict[str, float] = field(default_factory=dict)  # per instance
-    projected_done: int = 0  # tasks the projection finishes inside the interval
-
-    def __len__(self) -> int:
-        return int(self.task.size)
 
 
 def simulate_interval(

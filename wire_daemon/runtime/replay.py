@@ -30,7 +30,8 @@ from wire_daemon.core.config import ReplayConfig
 from wire_daemon.core.errors import WireError
 from wire_daemon.loop.mape import DecisionRecord, MapeLoop
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.plan.policies import POLICY_NAMES, WirePolicy, make_policy
+from wire_daemon.ports.prediction import Prediction
+from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, make_policy
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.core.workflow import Workflow
 
@@ -97,11 +98,10 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     if policy_name == "full-site":
         emulation = replace(emulation, initial_instances=steering.max_instances)
     started = time.perf_counter()
-    site = EmulatedSite(workflow, emulation, steering.slots_per_instance, steering.charging_unit_s)
+    site = EmulatedSite(workflow, emulation, steering.slots_per_instance, steering.billing)
     state = RunState(workflow)
-    policy = make_policy(
-        policy_name, state, steering, config.prediction, truth=lambda: (site.true_occupancy_s, site.true_exec_s), pfa=config.pfa
-    )
+    truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
+    policy = make_policy(policy_name, PolicyInputs(state, steering, config.prediction, config.pfa, truth))
     loop = MapeLoop(state, site, site, site, policy, steering, boost=boost)
     tracker = _PredictionTracker(workflow.n_tasks)
     records: list[DecisionRecord] = []
@@ -113,12 +113,12 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
         if len(records) >= MAX_ITERATIONS:
             raise WireError(f"replay of {workflow.source} under {policy_name} did not finish in {MAX_ITERATIONS} intervals")
         records.append(loop.iterate(now))
-        if isinstance(policy, WirePolicy) and policy.last_prediction is not None:
-            tracker.capture(state, policy.last_prediction)
+        if loop.last_plan is not None and loop.last_plan.prediction is not None:
+            tracker.capture(state, loop.last_plan.prediction)
         now = len(records) * steering.interval_s
         _release_until(site, loop, now)
     end = site.last_finish
-    samples = tracker.samples(workflow, site.true_exec_s) if isinstance(policy, WirePolicy) else {}
+    samples = tracker.samples(workflow, site.true_exec_s) if tracker.captured else {}
     paid = site.paid_slot_seconds(end)
     decisions = np.array([r.decision_s for r in records]) if records else np.zeros(1)
     result = ReplayResult(
@@ -164,8 +164,10 @@ class _PredictionTracker:
     def __init__(self, n_tasks: int) -> None:
         self.exec_s = np.full(n_tasks, np.nan)
         self.policy = np.zeros(n_tasks, dtype=np.int8)
+        self.captured = False  # only policies that predict have errors to report
 
-    def capture(self, state: RunState, prediction) -> None:
+    def capture(self, state: RunState, prediction: Prediction) -> None:
+        self.captured = True
         unstarted = (state.status == TaskStatus.WAITING) | (state.status == TaskStatus.IDLE)
         self.exec_s[unstarted] = prediction.exec_s[unstarted]
         self.policy[unstarted] = prediction.policy[unstarted]

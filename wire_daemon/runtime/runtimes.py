@@ -29,7 +29,7 @@ from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.core.run_state import RunState
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
-from wire_daemon.plan.policies import make_policy
+from wire_daemon.runtime.policies import PolicyInputs, make_policy
 from wire_daemon.runtime.settings import Settings
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.core.instances import Instance
@@ -44,6 +44,7 @@ Sleep = Callable[[float], None]
 
 class Runtime(Protocol):
     loop: MapeLoop
+    speedup: float  # virtual seconds per wall second (1 on a real site)
 
     def now(self) -> float: ...
 
@@ -69,8 +70,7 @@ class Runtime(Protocol):
 
 def _apply_steering(loop: MapeLoop, settings: Settings) -> None:
     loop.steering = settings.steering
-    if hasattr(loop.policy, "config"):
-        loop.policy.config = settings.steering
+    loop.policy.reconfigure(settings.steering)
 
 
 class EmulatedRuntime:
@@ -84,13 +84,13 @@ class EmulatedRuntime:
         s = settings
         trace = Path(s.site.trace) if s.site.trace else bundled_trace_path()
         workflow = load_trace(trace)
-        self.site = EmulatedSite(workflow, s.emulation, s.steering.slots_per_instance, s.steering.charging_unit_s)
+        self.site = EmulatedSite(workflow, s.emulation, s.steering.slots_per_instance, s.steering.billing)
         self.speedup = s.site.speedup
         self.sleep = sleep
         state = RunState(workflow)
         site = self.site
         truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
-        policy = make_policy("wire", state, s.steering, s.prediction, truth=truth)
+        policy = make_policy("wire", PolicyInputs(state, s.steering, s.prediction, truth=truth))
         self.loop = MapeLoop(state, site, site, site, policy, s.steering)
 
     def now(self) -> float:
@@ -127,6 +127,8 @@ class EmulatedRuntime:
 
 class SubmitHostRuntime:
     """A real submit host: the workflows under ``site.submit_root``, a cloud, HTCondor."""
+
+    speedup = 1.0
 
     def __init__(
         self,
@@ -184,7 +186,7 @@ class SubmitHostRuntime:
         state = RunState(self.observations.workflow)
         for event in self.observations.history():
             state.apply(event)
-        policy = make_policy("wire", state, s.steering, s.prediction)
+        policy = make_policy("wire", PolicyInputs(state, s.steering, s.prediction))
         loop = MapeLoop(state, self.observations, self.cloud, self.control, policy, s.steering)
         if previous is not None:
             loop.pending_releases = previous.pending_releases

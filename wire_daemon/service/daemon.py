@@ -167,7 +167,7 @@ class Daemon:
             self.loop.release_due(when)
 
     def _check_overrun(self, interval: float, took_wall_s: float) -> None:
-        took = took_wall_s * getattr(self.runtime, "speedup", 1.0)
+        took = took_wall_s * self.runtime.speedup
         if took > interval:
             self.overruns += 1
             log.warning("iteration overran its interval: %.1f s for a %.0f s interval; the next starts at once", took, interval)
@@ -230,7 +230,7 @@ class Daemon:
         n_stages = len(wf.stages)
         stage_of = wf.stage_of.astype(np.int64)
         counts = np.bincount(stage_of * 8 + status, minlength=n_stages * 8).reshape(n_stages, 8)
-        prediction = getattr(self.loop.policy, "last_prediction", None)
+        prediction = self.loop.last_plan.prediction if self.loop.last_plan else None
         mean_s, policy = self._stage_predictions(prediction, stage_of, n_stages)
         return [
             {
@@ -263,7 +263,7 @@ class Daemon:
 
     def _remaining_estimate(self, record: DecisionRecord) -> float:
         """Predicted remaining work over the pool's slots: a rough lower bound for operators."""
-        prediction = getattr(self.loop.policy, "last_prediction", None)
+        prediction = self.loop.last_plan.prediction if self.loop.last_plan else None
         if prediction is None:
             return 0.0
         remaining = np.nansum(prediction.remaining_s)

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from wire_daemon.analyze.predictor import OnlinePredictor, Prediction
+from wire_daemon.analyze.predictor import OnlinePredictor
+from wire_daemon.ports.prediction import Prediction
 from wire_daemon.core.config import PredictionConfig
 from wire_daemon.monitor.hosts import parse_sinful
 from wire_daemon.monitor.problems import Problems

@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from wire_lab.evaluation.runs import GROUPS, SETTINGS, MemoryRun, Run
-from wire_daemon.plan.policies import POLICY_NAMES
+from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.runtime.replay import MEDIUM_STAGE_S, SHORT_STAGE_S, STAGE_CLASSES
 
 PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)

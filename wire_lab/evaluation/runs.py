@@ -42,7 +42,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
-from wire_daemon.plan.policies import POLICY_NAMES
+from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.runtime.replay import STAGE_CLASSES, ReplayResult, replay
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.traces import load_trace

@@ -1,0 +1,58 @@
+"""The scaling-policy port: what a policy decides, and what the decision rests on.
+
+Every policy (WIRE, its oracle, the baselines) returns a ``PlanResult``; the
+loop executes its ``SteeringDecision`` and the decisions log records the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from wire_daemon.core.config import SteeringConfig
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.run_state import RunState
+from wire_daemon.ports.prediction import Prediction
+
+
+@dataclass
+class SteeringDecision:
+    target: int  # pool size after the decision takes effect
+    planned: int  # Algorithm 3's p before clamping
+    launch: int = 0
+    release: list[str] = field(default_factory=list)
+    release_at: dict[str, float] = field(default_factory=dict)  # instance -> termination time
+    rule: str = ""  # which rule fired, for the decisions log
+
+
+@dataclass
+class UpcomingLoad:
+    """Tasks active at the start of the next interval, in projected slot order."""
+
+    task: np.ndarray  # int64 task indices
+    remaining_s: np.ndarray  # predicted minimum remaining occupancy
+    sunk_s: np.ndarray  # occupancy already consumed at the interval start
+    restart_cost_s: dict[str, float] = field(default_factory=dict)  # per instance
+    projected_done: int = 0  # tasks the projection finishes inside the interval
+
+    def __len__(self) -> int:
+        return int(self.task.size)
+
+
+@dataclass
+class PlanResult:
+    decision: SteeringDecision
+    upcoming: UpcomingLoad | None = None
+    policy_counts: dict[int, int] = field(default_factory=dict)  # prediction policy -> tasks
+    prediction: Prediction | None = None  # the per-task predictions the plan used, if any
+
+
+class ScalingPolicy(Protocol):
+    name: str
+
+    def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult: ...
+
+    def reconfigure(self, steering: SteeringConfig) -> None:
+        """Take reloaded steering settings (SIGHUP) from the next plan on."""

@@ -1,0 +1,63 @@
+"""The scaling policies by name: one registry line per policy.
+
+Building a policy is composition: WIRE needs a predictor (``analyze``) and a
+planner (``plan``), two phases that do not know each other. A new policy is a
+module in ``plan/`` plus one entry in ``POLICIES``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from wire_daemon.analyze.predictor import OnlinePredictor, OraclePredictor
+from wire_daemon.core.config import PFAConfig, PredictionConfig, SteeringConfig
+from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.run_state import RunState
+from wire_daemon.plan.baselines import FullSitePolicy, PureReactivePolicy, ReactiveConservingPolicy
+from wire_daemon.plan.pfa import PFAPolicy
+from wire_daemon.plan.wire import WirePolicy
+from wire_daemon.ports.policy import ScalingPolicy
+
+# (occupancy, exec) seconds per task: the world's truth, which only an emulated site knows.
+Truth = Callable[[], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class PolicyInputs:
+    state: RunState
+    steering: SteeringConfig
+    prediction: PredictionConfig = field(default_factory=PredictionConfig)
+    pfa: PFAConfig = field(default_factory=PFAConfig)
+    truth: Truth | None = None
+
+
+def _wire(inputs: PolicyInputs) -> ScalingPolicy:
+    return WirePolicy(OnlinePredictor(inputs.state.workflow, inputs.prediction), inputs.steering)
+
+
+def _oracle(inputs: PolicyInputs) -> ScalingPolicy:
+    if inputs.truth is None:
+        raise ConfigError("the oracle policy needs the true task times (emulated site only)")
+    occupancy, execution = inputs.truth()
+    return WirePolicy(OraclePredictor(inputs.state.workflow, occupancy, execution), inputs.steering, name="oracle")
+
+
+POLICIES: dict[str, Callable[[PolicyInputs], ScalingPolicy]] = {
+    "wire": _wire,
+    "full-site": lambda i: FullSitePolicy(i.steering),
+    "pure-reactive": lambda i: PureReactivePolicy(i.steering),
+    "reactive-conserving": lambda i: ReactiveConservingPolicy(i.steering),
+    "pfa": lambda i: PFAPolicy(i.state.workflow, i.steering, i.pfa),
+    "oracle": _oracle,
+}
+POLICY_NAMES = tuple(POLICIES)
+
+
+def make_policy(name: str, inputs: PolicyInputs) -> ScalingPolicy:
+    build = POLICIES.get(name)
+    if build is None:
+        raise ConfigError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
+    return build(inputs)
