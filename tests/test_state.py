@@ -3,6 +3,7 @@
 import pytest
 
 from wire_daemon.core.errors import InputError
+from wire_daemon.core.instances import LifecycleState
 from wire_daemon.core.store import InstanceRecord, StateStore
 
 
@@ -11,7 +12,7 @@ def test_everything_survives_a_reopen(tmp_path):
     store = StateStore(path)
     daemon = store.daemon_id()
     request = store.open_request(2, now=10.0)
-    store.record_instance(InstanceRecord("i-1", request, 11.0, 11.0, 4, "10.0.0.5", "pending"))
+    store.record_instance(InstanceRecord("i-1", request, 11.0, 11.0, 4, "10.0.0.5", LifecycleState.BOOTING))
     store.save_position("wf-a/events", {"offset": 1234, "inode": 7})
     store.append_decision(12.0, {"target": 2, "rule": "grow"})
     store.close()
@@ -27,7 +28,7 @@ def test_everything_survives_a_reopen(tmp_path):
 def test_requests_close_and_instances_end(tmp_path):
     store = StateStore(tmp_path / "s.sqlite")
     request = store.open_request(1, now=0.0)
-    store.record_instance(InstanceRecord("i-1", request, 1.0, 1.0, 4, "", "running"))
+    store.record_instance(InstanceRecord("i-1", request, 1.0, 1.0, 4, "", LifecycleState.JOINED))
     store.close_request(request)
     assert store.open_requests() == []
     store.mark_ended("i-1", "released: unit ends", now=50.0)
@@ -57,3 +58,24 @@ def test_a_garbage_file_is_named(tmp_path):
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(InputError, match="state.sqlite"):
         StateStore(bad)
+
+
+def test_lifecycle_states_persist_and_a_schema_1_file_is_migrated(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    StateStore(path).close()
+    db = sqlite3.connect(path)  # rewrite it as a schema-1 file: the cloud's word in the state column
+    db.execute("PRAGMA user_version = 1")
+    rows = [("i-live", "running", None, None), ("i-gone", "terminated", 9.0, "vanished"), ("i-ours", "terminated", 9.0, "released")]
+    for instance_id, state, ended, reason in rows:
+        db.execute("INSERT INTO instances VALUES (?, NULL, 0, 0, 4, '', ?, ?, ?)", (instance_id, state, ended, reason))
+    db.commit()
+    db.close()
+
+    store = StateStore(path)
+    states = {r.instance_id: r.state for r in store.instances(live_only=False)}
+    assert states == {"i-live": LifecycleState.BOOTING, "i-gone": LifecycleState.VANISHED, "i-ours": LifecycleState.TERMINATED}
+    store.set_lifecycle("i-live", LifecycleState.DRAINING)
+    store.close()
+    assert StateStore(path).instances()[0].state == LifecycleState.DRAINING

@@ -10,7 +10,9 @@ import textwrap
 
 import pytest
 
+from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudQuotaError
+from wire_daemon.core.journal import Journal, NoticeBox
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.store import StateStore
@@ -55,14 +57,31 @@ class FakeDriver:
         return ended
 
 
+_boxes: dict[int, NoticeBox] = {}
+
+
+def make_guard(driver, store, config, clock, charging_unit_s=3600.0, **kwargs) -> GuardedCloud:
+    """A guard whose published notices a test can read back with ``notes_of``."""
+    journal, box = Journal(), NoticeBox()
+    journal.subscribe(box)
+    cloud = GuardedCloud(driver, store, config, Billing(charging_unit_s), clock, journal=journal, **kwargs)
+    _boxes[id(cloud)] = box
+    return cloud
+
+
+def notes_of(cloud: GuardedCloud) -> list[str]:
+    """The lines the guard published since the last call, as the decisions log shows them."""
+    return [n.line for n in _boxes[id(cloud)].take()]
+
+
 @pytest.fixture
 def world(tmp_path):
     clock = {"t": 0.0}
     driver = FakeDriver(lambda: clock["t"])
     store = StateStore(tmp_path / "state.sqlite")
 
-    def guarded(**config):
-        return GuardedCloud(driver, store, SafetyConfig(**config), lambda: clock["t"])
+    def guarded(charging_unit_s=3600.0, **config):
+        return make_guard(driver, store, SafetyConfig(**config), lambda: clock["t"], charging_unit_s)
 
     return clock, driver, store, guarded
 
@@ -71,7 +90,7 @@ def test_limits_cap_every_launch(world):
     clock, driver, store, guarded = world
     cloud = guarded(max_instances=5, max_launches_per_interval=3)
     assert len(cloud.launch(10)) == 3
-    assert "limit max_launches_per_interval: launching 3 of 10" in cloud.take_notes()
+    assert "limit max_launches_per_interval: launching 3 of 10" in notes_of(cloud)
     assert len(cloud.launch(10)) == 2  # max_instances: 5 live
     assert cloud.launch(1) == []
     assert len(driver.live) == 5
@@ -79,11 +98,11 @@ def test_limits_cap_every_launch(world):
 
 def test_hourly_budget(world):
     clock, driver, store, guarded = world
-    cloud = guarded(budget_units_per_hour=4, charging_unit_s=900.0, max_launches_per_interval=10)
+    cloud = guarded(charging_unit_s=900.0, budget_units_per_hour=4, max_launches_per_interval=10)
     assert len(cloud.launch(3)) == 3  # 3 units started now
     clock["t"] = 1000.0  # each of them started its second 15-min unit at t=900
     assert cloud.launch(3) == []  # 6 units started within the hour > 4
-    notes = cloud.take_notes()
+    notes = notes_of(cloud)
     assert any("budget_units_per_hour" in n for n in notes)
 
 
@@ -98,7 +117,7 @@ def test_dry_run_makes_no_call_and_says_what_it_would_do(world):
     assert [i.instance_id for i in cloud.list_instances()] == ["dry-run-0002"]
     cloud.reconcile()
     assert driver.calls == []  # not even a listing
-    assert cloud.take_notes() == [
+    assert notes_of(cloud) == [
         "dry-run: would launch 2 instance(s)",
         "dry-run: would terminate dry-run-0001",
         "dry-run: reconcile skipped (it would list the cloud)",
@@ -113,7 +132,7 @@ def test_cloud_errors_become_notes_not_exceptions(world):
     cloud = guarded()
     driver.fail_launch = CloudQuotaError("ec2", "run_instances", "InstanceLimitExceeded: too many", code="InstanceLimitExceeded")
     assert cloud.launch(2) == []
-    (note,) = cloud.take_notes()
+    (note,) = notes_of(cloud)
     assert note.startswith("cloud error (quota) launching 2")
     assert store.open_requests() == []  # a refused request is rolled back
 
@@ -139,12 +158,12 @@ def test_instances_dying_young_pause_launches_with_growing_back_off(world):
 
 def test_instances_that_never_join_are_terminated_and_count_as_failures(world):
     clock, driver, store, guarded = world
-    cloud = GuardedCloud(driver, store, SafetyConfig(join_timeout_s=600.0), lambda: clock["t"], joined=lambda i: False)
+    cloud = make_guard(driver, store, SafetyConfig(join_timeout_s=600.0), lambda: clock["t"], joined=lambda i: False)
     (inst,) = cloud.launch(1)
     clock["t"] = 700.0
     cloud.list_instances()
     assert ("terminate", (inst.instance_id,)) in driver.calls
-    assert any("did not join the pool within 600 s" in n for n in cloud.take_notes())
+    assert any("did not join the pool within 600 s" in n for n in notes_of(cloud))
     assert cloud.launch(1) == []  # back-off
 
 
@@ -155,7 +174,7 @@ def test_reconcile_adopts_forgets_and_settles_requests(world):
     store.open_request(1, now=0.0)  # a request whose launch never happened
     stale = cloud.launch(1)[0]
     driver.live.pop(stale.instance_id)  # gone while we were down
-    report = GuardedCloud(driver, store, SafetyConfig(), lambda: clock["t"]).reconcile()
+    report = make_guard(driver, store, SafetyConfig(), lambda: clock["t"]).reconcile()
     assert report.adopted == [ours[0].instance_id]
     assert report.forgotten == [stale.instance_id]
     assert len(report.requests_rolled_back) == 1
@@ -164,11 +183,11 @@ def test_reconcile_adopts_forgets_and_settles_requests(world):
 
 def test_a_still_claimed_instance_is_not_terminated(world):
     clock, driver, store, guarded = world
-    cloud = GuardedCloud(driver, store, SafetyConfig(), lambda: clock["t"], holds_claims=lambda i: i == "i-1")
+    cloud = make_guard(driver, store, SafetyConfig(), lambda: clock["t"], holds_claims=lambda i: i == "i-1")
     cloud.launch(2)
     cloud.terminate(["i-1", "i-2"])
     assert ("terminate", ("i-2",)) in driver.calls and "i-1" in driver.live
-    assert any("i-1: a slot is still claimed" in n for n in cloud.take_notes())
+    assert any("i-1: a slot is still claimed" in n for n in notes_of(cloud))
 
 
 CHILD = textwrap.dedent(
@@ -209,7 +228,7 @@ def test_a_daemon_killed_between_launch_and_record_adopts_instead_of_duplicating
     driver = Ec2Driver(config, ownership, "#!/bin/sh\ntrue\n", make_client(config))
     store = StateStore(state_path)
     assert len(store.open_requests()) == 1 and store.instances() == []
-    cloud = GuardedCloud(driver, store, SafetyConfig(max_instances=3), clock=lambda: 0.0)
+    cloud = make_guard(driver, store, SafetyConfig(max_instances=3), lambda: 0.0)
     report = cloud.reconcile()
     assert len(report.requests_finished) == 1
     assert len(store.instances()) == 2

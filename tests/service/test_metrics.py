@@ -1,30 +1,36 @@
-"""The Prometheus endpoint: served on 127.0.0.1, fed by decision records and notes."""
+"""The Prometheus endpoint: served on 127.0.0.1, an observer of the decisions and notices the journal carries."""
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 import socket
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from wire_daemon.core.journal import InstanceReleased, InstancesLaunched, Notice, back_off, cloud_error, limit_hit
+from wire_daemon.loop.mape import DecisionRecord
 from wire_daemon.service.metrics import KNOWN_LIMITS, Metrics, cloud_error_kinds
 
-RECORD = {
-    "time": 540.0, "policy": "wire", "done": 5, "running": 17, "idle": 3, "pool": 5, "target": 4, "planned": 1,
-    "launched": ["i-1", "i-2"], "released": ["i-00005"], "rule": "shrink", "upcoming_tasks": 12,
-    "upcoming_load_s": 2072.5, "prediction_policies": {"1": 37, "3": 44}, "boosted": 0, "decision_s": 0.0042,
-    "cost_units": 23,
-}
-NOTES = [
-    "cloud error (capacity) launching 2: ec2 launch: capacity (InsufficientInstanceCapacity): no room",
-    "cloud error (throttled) listing instances: ec2 list: throttled: slow down",
-    "cloud error (capacity) launching 1: ec2 launch: capacity: no room",
-    "cloud error (bogus) launching 1: unknown kind",
-    "limit max_instances: launching 2 of 4",
-    "back-off: no launch until t=900 (instances died young or never joined)",
-    "dry-run: would launch 2 instance(s)",
+RECORD = DecisionRecord(
+    time=540.0, policy="wire", done=5, running=17, idle=3, pool=5, target=4, planned=1,
+    launched=["i-1", "i-2"], released=["i-00005"], rule="shrink", upcoming_tasks=12,
+    upcoming_load_s=2072.5, prediction_policies={1: 37, 3: 44}, boosted=0, decision_s=0.0042, cost_units=23,
+)
+# What the loop and the guard publish around one decision, as typed events.
+EVENTS = [
+    InstancesLaunched(530.0, ("i-1", "i-2")),
+    InstanceReleased(535.0, "i-00005", 3590.0),
+    cloud_error("launching 2", "capacity", "ec2 launch: capacity (InsufficientInstanceCapacity): no room"),
+    cloud_error("listing instances", "throttled", "ec2 list: throttled: slow down"),
+    cloud_error("launching 1", "capacity", "ec2 launch: capacity: no room"),
+    cloud_error("launching 1", "bogus", "unknown kind"),
+    limit_hit("max_instances", 2, 4),
+    back_off(900.0),
+    Notice("dry-run: would launch 2 instance(s)"),
+    RECORD,
 ]
 
 
@@ -54,7 +60,8 @@ def test_endpoint_reports_an_observed_record(served) -> None:
     assert port > 0
     before = _scrape(port)
     assert before[("wire_cloud_errors_total", (("kind", "quota"),))] == 0  # series exist before any error
-    metrics.observe(RECORD, NOTES)
+    for event in EVENTS:
+        metrics.notify(event)
     values = _scrape(port)
     expected = {
         "wire_pool_instances": 5, "wire_target_instances": 4, "wire_busy_slots": 17, "wire_idle_tasks": 3,
@@ -73,14 +80,14 @@ def test_endpoint_reports_an_observed_record(served) -> None:
     assert limits == {limit: 0 for limit in KNOWN_LIMITS} | {"max_instances": 1, "back_off": 1}
 
 
-def test_missing_fields_keep_the_last_value(served) -> None:
+def test_a_later_record_replaces_the_gauges(served) -> None:
     metrics, port = served
-    metrics.observe(RECORD, [])
-    metrics.observe({"time": 720.0, "pool": 6, "running": 20, "busy_slots": 19, "decision_s": 0.2}, [])
+    metrics.notify(RECORD)
+    metrics.notify(replace(RECORD, time=720.0, pool=6, running=20, cost_units=None, decision_s=0.2))
     values = _scrape(port)
     assert values[("wire_pool_instances", ())] == 6
-    assert values[("wire_busy_slots", ())] == 19  # an explicit busy_slots wins over running
-    assert values[("wire_cost_units", ())] == 23  # not in the second record
+    assert values[("wire_busy_slots", ())] == 20
+    assert values[("wire_cost_units", ())] == 23  # a record without a bill keeps the last one
     assert values[("wire_decisions_total", ())] == 2
     assert values[("wire_decision_seconds_count", ())] == 2
 

@@ -11,6 +11,7 @@ from wire_daemon.core.config import SteeringConfig
 from wire_daemon.execute.guarded_cloud import SafetyConfig
 from wire_daemon.runtime.runtimes import SubmitHostRuntime
 from wire_lab.live_writer import WriterOptions, build_live
+from wire_daemon.core.journal import Journal, NoticeBox
 from wire_daemon.core.instances import Instance
 from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations
 from wire_daemon.core.store import StateStore
@@ -87,15 +88,17 @@ def test_the_runtime_rebuilds_its_loop_when_a_workflow_comes_and_goes(tmp_path):
     ).validate()
     store = StateStore(tmp_path / "state.sqlite")
     clock = {"t": EPOCH + 20.0}
-    runtime = SubmitHostRuntime(settings, store, driver=FakeDriver(), clock=lambda: clock["t"])
+    journal, box = Journal(), NoticeBox()
+    journal.subscribe(box)
+    runtime = SubmitHostRuntime(settings, store, journal, driver=FakeDriver(), clock=lambda: clock["t"])
     assert runtime.loop.state.workflow.n_tasks == 0  # nothing read yet
 
     runtime.refresh()
     record = runtime.loop.iterate(clock["t"])
     assert runtime.loop.state.workflow.n_tasks == live.site.wf.n_tasks
     assert record.done == live.site.n_done and record.launched  # an idle queue and no instance: grow
-    notes = runtime.take_notes()
-    assert any("would boost JobPrio" in n for n in notes)
+    runtime.flush_notes()
+    assert any("would boost JobPrio" in n.line for n in box.take())
     boosted = int(runtime.loop.boost.used.sum())
 
     live.run()

@@ -129,7 +129,7 @@ cloud:
          subnet_id: {network.subnet_id}, endpoint_url: "{endpoint}"}}
 steering: {{interval_s: 2, charging_unit_s: 15, slots_per_instance: {SLOTS}, max_instances: {MAX_INSTANCES},
            min_instances: 0, release_guard_s: 0.5}}
-safety: {{max_instances: {MAX_INSTANCES}, charging_unit_s: 15, dry_run: {str(dry_run).lower()}}}
+safety: {{max_instances: {MAX_INSTANCES}, dry_run: {str(dry_run).lower()}}}
 state_path: {tmp / 'state.sqlite'}
 log: {{decisions_path: {tmp / 'decisions.jsonl'}}}
 """

@@ -12,8 +12,9 @@ Two views of an instance, kept apart on purpose:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import Callable, Iterable, Sequence
 
 from wire_daemon.core.errors import WireError
 
@@ -80,32 +81,80 @@ def check_move(instance_id: str, current: LifecycleState, new: LifecycleState) -
     return new
 
 
-class Lifecycle:
-    """The lifecycle state of every instance one pool has had, in memory.
+@dataclass
+class SyncResult:
+    """What one look at the cloud's listing changed."""
 
-    The emulated site and the loop use it as is; on a real cloud the state
-    file persists the same states (``core.store``).
+    adopted: list[str] = field(default_factory=list)  # ours, but new to us (launched before a restart)
+    joined: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)  # gone without us asking
+    terminated: list[str] = field(default_factory=list)  # gone after we asked
+
+
+class Lifecycle:
+    """The lifecycle state of every instance one pool has had.
+
+    ``on_move`` is called on every change: on a real site it persists the
+    state in the state file, so a restarted daemon knows which instances were
+    draining or being terminated.
     """
 
-    def __init__(self) -> None:
-        self._state: dict[str, LifecycleState] = {}
+    def __init__(
+        self,
+        known: Iterable[tuple[str, LifecycleState]] = (),
+        on_move: Callable[[str, LifecycleState], None] | None = None,
+    ) -> None:
+        self._state: dict[str, LifecycleState] = dict(known)
+        self._on_move = on_move
 
     def state_of(self, instance_id: str) -> LifecycleState | None:
         return self._state.get(instance_id)
 
-    def move(self, instance_id: str, new: LifecycleState) -> LifecycleState:
+    def move(self, instance_id: str, new: LifecycleState) -> None:
         current = self._state.get(instance_id)
-        self._state[instance_id] = new if current is None else check_move(instance_id, current, new)
-        return new
+        if current is not None:
+            check_move(instance_id, current, new)
+        self._set(instance_id, new)
 
-    def observe(self, instance_id: str, new: LifecycleState) -> None:
-        """Move if allowed; a late or repeated observation of an older state is ignored."""
-        current = self._state.get(instance_id)
-        if current is None or can_move(current, new):
-            self._state[instance_id] = new
+    def move_all(self, instance_ids: Iterable[str], new: LifecycleState) -> None:
+        for instance_id in instance_ids:
+            self.move(instance_id, new)
+
+    def sync(self, listed: Sequence[Instance], joined: Callable[[str], bool] | None = None) -> SyncResult:
+        """Follow the cloud's listing: adopt the unknown, notice joins, and who is gone.
+
+        ``joined`` asks HTCondor whether an instance's startd is in the pool;
+        without it (the emulated site) a running instance counts as joined.
+        """
+        result = SyncResult()
+        present = {i.instance_id for i in listed}
+        for instance in listed:
+            state = self._state.get(instance.instance_id)
+            if state is None:
+                self._set(instance.instance_id, LifecycleState.BOOTING)
+                result.adopted.append(instance.instance_id)
+                state = LifecycleState.BOOTING
+            if state == LifecycleState.BOOTING and instance.state == RUNNING:
+                if joined is None or joined(instance.instance_id):
+                    self._set(instance.instance_id, LifecycleState.JOINED)
+                    result.joined.append(instance.instance_id)
+        for instance_id, state in list(self._state.items()):
+            if instance_id in present or not state.is_live or state == LifecycleState.REQUESTED:
+                continue
+            gone = LifecycleState.TERMINATED if state == LifecycleState.TERMINATING else LifecycleState.VANISHED
+            self._set(instance_id, gone)
+            (result.terminated if gone == LifecycleState.TERMINATED else result.vanished).append(instance_id)
+        return result
 
     def in_state(self, state: LifecycleState) -> list[str]:
         return [i for i, s in self._state.items() if s == state]
 
     def items(self) -> list[tuple[str, LifecycleState]]:
         return list(self._state.items())
+
+    def _set(self, instance_id: str, new: LifecycleState) -> None:
+        if self._state.get(instance_id) == new:
+            return
+        self._state[instance_id] = new
+        if self._on_move is not None:
+            self._on_move(instance_id, new)

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from wire_daemon.core.errors import InputError
+from wire_daemon.core.instances import LifecycleState
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: instances.state holds the lifecycle state (core.instances)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -34,7 +35,7 @@ CREATE TABLE IF NOT EXISTS instances (
     unit_start REAL NOT NULL,
     slots INTEGER NOT NULL,
     address TEXT NOT NULL DEFAULT '',
-    state TEXT NOT NULL,
+    state TEXT NOT NULL,              -- a LifecycleState value
     ended_at REAL,
     end_reason TEXT
 );
@@ -58,7 +59,7 @@ class InstanceRecord:
     unit_start: float
     slots: int
     address: str
-    state: str
+    state: LifecycleState
     ended_at: float | None = None
     end_reason: str | None = None
 
@@ -97,6 +98,8 @@ class StateStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     self._db.execute(statement)
+            if version == 1:
+                self._db.execute(_V1_STATES)
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _transaction(self) -> "_Tx":
@@ -159,24 +162,33 @@ class StateStore:
                     record.unit_start,
                     record.slots,
                     record.address,
-                    record.state,
+                    LifecycleState(record.state).value,
                     record.ended_at,
                     record.end_reason,
                 ),
             )
 
-    def mark_ended(self, instance_id: str, reason: str, now: float | None = None) -> None:
+    def mark_ended(
+        self, instance_id: str, reason: str, now: float | None = None, state: LifecycleState = LifecycleState.TERMINATED
+    ) -> None:
+        """Billing stops here: ``ended_at`` is the end of its last paid unit's span."""
         with self._transaction():
             self._db.execute(
-                "UPDATE instances SET state = 'terminated', ended_at = ?, end_reason = ? WHERE instance_id = ?",
-                (_now(now), reason, instance_id),
+                "UPDATE instances SET state = ?, ended_at = ?, end_reason = ? WHERE instance_id = ?",
+                (state.value, _now(now), reason, instance_id),
             )
 
+    def set_lifecycle(self, instance_id: str, state: LifecycleState) -> None:
+        with self._transaction():
+            self._db.execute("UPDATE instances SET state = ? WHERE instance_id = ?", (state.value, instance_id))
+
     def instances(self, live_only: bool = True) -> list[InstanceRecord]:
+        """Our instances; live ones are those not ended (a terminating one still counts until it is gone)."""
         query = "SELECT * FROM instances"
         if live_only:
-            query += " WHERE state != 'terminated'"
-        return [InstanceRecord(*row) for row in self._db.execute(query + " ORDER BY launch_time, instance_id")]
+            query += " WHERE ended_at IS NULL"
+        rows = self._db.execute(query + " ORDER BY launch_time, instance_id")
+        return [InstanceRecord(*row[:6], LifecycleState(row[6]), *row[7:]) for row in rows]
 
     # -- read positions --------------------------------------------------------
 
@@ -203,6 +215,15 @@ class StateStore:
     def decisions(self, since: float = float("-inf")) -> Iterator[dict[str, Any]]:
         for (text,) in self._db.execute("SELECT record FROM decisions WHERE time >= ? ORDER BY seq", (since,)):
             yield json.loads(text)
+
+
+# Schema 1 kept the cloud's word (pending, running, ...) or 'terminated'.
+_V1_STATES = """
+UPDATE instances SET state = CASE
+    WHEN state != 'terminated' THEN 'booting'
+    WHEN end_reason IN ('vanished', 'gone from the cloud') THEN 'vanished'
+    ELSE 'terminated' END
+"""
 
 
 class _Tx:

@@ -35,7 +35,7 @@ import numpy as np
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig
 from wire_daemon.core.events import EventKind, TaskEvent
-from wire_daemon.core.instances import Instance
+from wire_daemon.core.instances import PENDING, RUNNING, TERMINATED, Instance
 from wire_daemon.core.workflow import Workflow
 
 _SUBMIT, _NEGOTIATE, _FINISH, _BOOT = range(4)
@@ -128,13 +128,16 @@ class EmulatedSite:
 
     # -- Cloud -------------------------------------------------------------
 
-    def list_instances(self) -> Sequence[Instance]:
-        return [self._view(i) for i in self._alive.values()]
+    def list_instances(self, include_unusable: bool = False) -> Sequence[Instance]:
+        return [self._view(i) for i in self._alive.values()]  # an emulated instance is never unusable
+
+    def find_request(self, request_id: str) -> Sequence[Instance]:
+        return []  # launches here never fail half-way: there is no request to settle
 
     def all_instances(self) -> Sequence[Instance]:
         return [self._view(i) for i in self._instances.values()]
 
-    def launch(self, count: int) -> Sequence[Instance]:
+    def launch(self, count: int, request_id: str | None = None) -> Sequence[Instance]:
         ready = self.time + self.config.boot_lag_s
         return [self._view(self._add_instance(ready)) for _ in range(count)]
 
@@ -148,11 +151,13 @@ class EmulatedSite:
         inst = self._add_instance(self.time + self.config.boot_lag_s, instance_id)
         return self._view(inst)
 
-    def terminate(self, instance_ids: Sequence[str]) -> None:
+    def terminate(self, instance_ids: Sequence[str]) -> Sequence[str]:
+        ended = []
         for instance_id in instance_ids:
             inst = self._instances.get(instance_id)
             if inst is None or not inst.alive:
                 continue
+            ended.append(instance_id)
             for task in sorted(inst.running):
                 if self._ends[task] <= self.time + _SAME_INSTANT:
                     self._finish(task)  # ends at the very moment of the termination: it made it
@@ -161,6 +166,7 @@ class EmulatedSite:
             inst.end_time = self.time
             inst.running.clear()
             del self._alive[instance_id]
+        return ended
 
     # -- Condor control ----------------------------------------------------
 
@@ -325,5 +331,5 @@ class EmulatedSite:
         return inst
 
     def _view(self, inst: _EmuInstance) -> Instance:
-        state = "terminated" if not inst.alive else ("running" if inst.ready_time <= self.time else "pending")
+        state = TERMINATED if not inst.alive else (RUNNING if inst.ready_time <= self.time else PENDING)
         return Instance(inst.instance_id, inst.launch_time, inst.slots, state)

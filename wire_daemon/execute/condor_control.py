@@ -167,3 +167,24 @@ def _startd_type() -> Any:
     import htcondor2
 
     return htcondor2.AdType.Startd
+
+
+class LoggedCondorControl:
+    """Condor control when ``condor.control`` is off: says what it would do, touches nothing.
+
+    For a submit host whose schedd the daemon may not edit, and for rehearsals
+    against an emulated submit directory, where no schedd exists.
+    """
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def set_job_priority(self, task_id: str, priority: int) -> None:
+        self.notes.append(f"condor control off: would set JobPrio {priority} on {task_id}")
+
+    def retire_instance(self, instance_id: str) -> None:
+        self.notes.append(f"condor control off: would drain {instance_id}")
+
+    def take_notes(self) -> list[str]:
+        notes, self.notes = self.notes, []
+        return notes

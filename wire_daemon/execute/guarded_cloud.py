@@ -15,7 +15,10 @@ the state file. Whatever the policy asks, it:
 * records each launch request before the cloud call and closes it after, so
   a daemon killed in between adopts the instances on restart
   (``reconcile``) instead of launching duplicates;
-* turns every cloud error into a note for the decisions log; none escapes.
+* persists each instance's lifecycle state (booting, terminating, terminated,
+  vanished) before and after the cloud calls that change it, and re-issues a
+  termination whose reply was lost while the instance is still listed;
+* turns every cloud error into a typed notice for the decisions log; none escapes.
 
 The cloud is the source of truth: ``reconcile`` adopts our tagged instances
 the state file does not know, forgets those the cloud no longer has, and
@@ -25,27 +28,17 @@ terminates ours that are stopped, failed, or never joined the pool.
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
+from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudError, ConfigError
-from wire_daemon.core.instances import Instance
+from wire_daemon.core.instances import LIVE_STATES, RUNNING, TERMINATED, UNUSABLE_STATES, Instance, LifecycleState
+from wire_daemon.core.journal import Journal, Notice, back_off, cloud_error, limit_hit
 from wire_daemon.core.store import InstanceRecord, StateStore
+from wire_daemon.ports import Cloud
 
 log = logging.getLogger(__name__)
-
-
-class Driver(Protocol):
-    slots_per_instance: int
-
-    def list_instances(self, include_unusable: bool = False) -> list[Instance]: ...
-
-    def find_request(self, request_id: str) -> list[Instance]: ...
-
-    def launch(self, count: int, request_id: str | None = None, user_data: str | None = None) -> list[Instance]: ...
-
-    def terminate(self, instance_ids: Sequence[str]) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -53,7 +46,6 @@ class SafetyConfig:
     max_instances: int = 12
     max_launches_per_interval: int = 4
     budget_units_per_hour: float | None = None  # charging units started per rolling hour
-    charging_unit_s: float = 3600.0
     dry_run: bool = False
     join_timeout_s: float = 900.0  # an instance not in the pool by then is a failure
     died_young_s: float = 600.0  # an instance gone sooner than this (not by us) is a failure
@@ -67,7 +59,7 @@ class SafetyConfig:
                 raise ConfigError(f"safety.{key} must be >= 0 (got {getattr(self, key)!r})")
         if self.budget_units_per_hour is not None and self.budget_units_per_hour < 0:
             raise ConfigError(f"safety.budget_units_per_hour must be >= 0 (got {self.budget_units_per_hour!r})")
-        for key in ("charging_unit_s", "join_timeout_s", "died_young_s", "backoff_initial_s", "backoff_max_s"):
+        for key in ("join_timeout_s", "died_young_s", "backoff_initial_s", "backoff_max_s"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"safety.{key} must be > 0 (got {getattr(self, key)!r})")
         return self
@@ -83,44 +75,54 @@ class ReconcileReport:
 
 
 class GuardedCloud:
-    """The ``Cloud`` port with limits, dry-run, back-off and crash-safe bookkeeping."""
+    """A ``Cloud`` over another one, with limits, dry-run, back-off and crash-safe bookkeeping."""
 
     def __init__(
         self,
-        driver: Driver,
+        driver: Cloud,
         store: StateStore,
         config: SafetyConfig,
+        billing: Billing,
         clock: Callable[[], float],
+        journal: Journal | None = None,
         joined: Callable[[str], bool] | None = None,
         holds_claims: Callable[[str], bool] | None = None,
     ) -> None:
         self.driver = driver
         self.store = store
         self.config = config.validate()
+        self.billing = billing
         self.clock = clock
+        self.journal = journal or Journal()
         self.joined = joined  # does the pool see this instance's startd? (None: do not check)
         self.holds_claims = holds_claims  # re-checked right before a release (HTCondorControl.holds_claims)
-        self.notes: list[str] = []
         self._backoff_until = float("-inf")
         self._backoff_s = config.backoff_initial_s
-        self._ended_by_us: set[str] = set()
         self._phantoms: dict[str, Instance] = {}  # dry-run: the pool we would have
         self._phantom_ends: dict[str, float] = {}
 
-    # -- the Cloud port -----------------------------------------------------------
+    @property
+    def slots_per_instance(self) -> int:
+        return self.driver.slots_per_instance
 
-    def list_instances(self) -> list[Instance]:
+    # -- the Cloud interface --------------------------------------------------------
+
+    def list_instances(self, include_unusable: bool = False) -> list[Instance]:
         if self.config.dry_run:
             return [i for k, i in self._phantoms.items() if k not in self._phantom_ends]
         try:
-            live = self.driver.list_instances()
+            live = list(self.driver.list_instances(include_unusable))
         except CloudError as exc:
-            self._note(f"cloud error ({exc.kind}) listing instances: {exc}")
+            self._publish(cloud_error("listing instances", exc.kind, exc))
             return [self._as_instance(r) for r in self.store.instances()]  # last known pool
         self._notice_deaths(live)
+        self._retry_lost_terminations(live)
         return live
 
-    def launch(self, count: int) -> list[Instance]:
+    def find_request(self, request_id: str) -> list[Instance]:
+        return [] if self.config.dry_run else list(self.driver.find_request(request_id))
+
+    def launch(self, count: int, request_id: str | None = None) -> list[Instance]:
         allowed = self._allowed_launches(count)
         if allowed <= 0:
             return []
@@ -129,9 +131,9 @@ class GuardedCloud:
             return self._launch_phantoms(allowed)
         request_id = self.store.open_request(allowed, now=self.clock())
         try:
-            launched = self.driver.launch(allowed, request_id=request_id)
+            launched = list(self.driver.launch(allowed, request_id=request_id))
         except CloudError as exc:
-            self._note(f"cloud error ({exc.kind}) launching {allowed}: {exc}")
+            self._publish(cloud_error(f"launching {allowed}", exc.kind, exc))
             self._record(exc.partial or [], request_id)
             if not exc.retryable:
                 self.store.close_request(request_id, "rolled_back" if not exc.partial else "done", now=self.clock())
@@ -140,24 +142,26 @@ class GuardedCloud:
         self.store.close_request(request_id, now=self.clock())
         return launched
 
-    def terminate(self, instance_ids: Sequence[str]) -> None:
+    def terminate(self, instance_ids: Sequence[str]) -> list[str]:
         instance_ids = self._unclaimed(instance_ids)
         if not instance_ids:
-            return
+            return []
         if self.config.dry_run:
             self._note(f"dry-run: would terminate {', '.join(instance_ids)}")
             for instance_id in instance_ids:
                 if instance_id in self._phantoms:
                     self._phantom_ends.setdefault(instance_id, self.clock())
-            return
+            return [i for i in instance_ids if i in self._phantoms]
+        for instance_id in instance_ids:  # persisted first: a lost reply is retried, not taken for a death
+            self.store.set_lifecycle(instance_id, LifecycleState.TERMINATING)
         try:
-            ended = self.driver.terminate(instance_ids)
+            ended = list(self.driver.terminate(instance_ids))
         except CloudError as exc:
-            self._note(f"cloud error ({exc.kind}) terminating {', '.join(instance_ids)}: {exc}")
-            return
+            self._publish(cloud_error(f"terminating {', '.join(instance_ids)}", exc.kind, exc))
+            return []
         for instance_id in ended:
-            self._ended_by_us.add(instance_id)
             self.store.mark_ended(instance_id, "released", now=self.clock())
+        return ended
 
     def _unclaimed(self, instance_ids: Sequence[str]) -> list[str]:
         """Drop the instances a drained startd still runs a job on: they end when the job does."""
@@ -167,10 +171,6 @@ class GuardedCloud:
         if busy:
             self._note(f"not terminating {', '.join(busy)}: a slot is still claimed after the drain")
         return [i for i in instance_ids if i not in busy]
-
-    def take_notes(self) -> list[str]:
-        notes, self.notes = self.notes, []
-        return notes
 
     # -- start-up -------------------------------------------------------------------
 
@@ -188,9 +188,9 @@ class GuardedCloud:
                 self._record([instance], instance.request_id or None)
                 report.adopted.append(instance_id)
         for instance_id in known.keys() - cloud.keys():
-            self.store.mark_ended(instance_id, "gone from the cloud", now=self.clock())
+            self._ended(known[instance_id], "gone from the cloud")
             report.forgotten.append(instance_id)
-        doomed = [i.instance_id for i in cloud.values() if i.state in ("stopped", "failed")]
+        doomed = [i.instance_id for i in cloud.values() if i.state in UNUSABLE_STATES]
         doomed += [i.instance_id for i in cloud.values() if self._never_joined(i)]
         if doomed:
             self.terminate(sorted(set(doomed)))
@@ -202,7 +202,7 @@ class GuardedCloud:
     def _settle_requests(self, report: ReconcileReport) -> None:
         for request in self.store.open_requests():
             found = self.driver.find_request(request.request_id)
-            self._record([i for i in found if i.state != "terminated"], request.request_id)
+            self._record([i for i in found if i.state != TERMINATED], request.request_id)
             if found:
                 self.store.close_request(request.request_id, now=self.clock())
                 report.requests_finished.append(request.request_id)
@@ -210,28 +210,27 @@ class GuardedCloud:
                 self.store.close_request(request.request_id, "rolled_back", now=self.clock())
                 report.requests_rolled_back.append(request.request_id)
 
-    # -- limits ------------------------------------------------------------------------
-
     # -- accounting ---------------------------------------------------------------------
 
     def cost_units(self, now: float) -> int:
         """Charging units started so far by every instance we launched (phantoms in dry-run)."""
-        unit = self.config.charging_unit_s
-        spans = (
-            [(i.launch_time, self._phantom_ends.get(k, now)) for k, i in self._phantoms.items()]
-            if self.config.dry_run
-            else [(r.launch_time, r.ended_at if r.ended_at is not None else now) for r in self.store.instances(live_only=False)]
-        )
-        return sum(max(1, math.ceil((end - start) / unit - 1e-9)) for start, end in spans)
+        return sum(self.billing.units(start, end) for start, end in self._spans(now))
+
+    def _spans(self, now: float) -> list[tuple[float, float]]:
+        if self.config.dry_run:
+            return [(i.launch_time, self._phantom_ends.get(k, now)) for k, i in self._phantoms.items()]
+        records = self.store.instances(live_only=False)
+        return [(r.launch_time, r.ended_at if r.ended_at is not None else now) for r in records]
 
     def _launch_phantoms(self, count: int) -> list[Instance]:
-        slots = getattr(self.driver, "slots_per_instance", 1)
         made = []
         for _ in range(count):
             instance_id = f"dry-run-{len(self._phantoms) + 1:04d}"
-            self._phantoms[instance_id] = Instance(instance_id, self.clock(), slots, "running")
+            self._phantoms[instance_id] = Instance(instance_id, self.clock(), self.slots_per_instance, RUNNING)
             made.append(self._phantoms[instance_id])
         return made
+
+    # -- limits ------------------------------------------------------------------------
 
     def _allowed_launches(self, wanted: int) -> int:
         now = self.clock()
@@ -244,25 +243,19 @@ class GuardedCloud:
         }
         allowed = max(0, min(limits.values()))
         if now < self._backoff_until:
-            self._note(f"back-off: no launch until t={self._backoff_until:.0f} (instances died young or never joined)")
+            self._publish(back_off(self._backoff_until))
             return 0
         if allowed < wanted:
             binding = min((v, k) for k, v in limits.items())[1]
-            self._note(f"limit {binding}: launching {allowed} of {wanted}")
+            self._publish(limit_hit(binding, allowed, wanted))
         return allowed
 
     def _budget_left(self, now: float) -> int:
+        """Units that may still start in the rolling hour; a new instance starts one unit now."""
         if self.config.budget_units_per_hour is None:
             return 1 << 30
-        unit = self.config.charging_unit_s
-        started = 0
-        for record in self.store.instances(live_only=False):
-            end = record.ended_at if record.ended_at is not None else now
-            for k in range(max(1, math.ceil((end - record.launch_time) / unit))):
-                if now - 3600.0 < record.launch_time + k * unit <= now:
-                    started += 1
-        units_per_new = 1  # a new instance starts one unit now
-        return max(0, int((self.config.budget_units_per_hour - started) // units_per_new))
+        started = sum(self.billing.unit_starts_between(start, end, now - 3600.0, now) for start, end in self._spans(now))
+        return max(0, int(self.config.budget_units_per_hour - started))
 
     # -- failures and back-off --------------------------------------------------------
 
@@ -271,9 +264,12 @@ class GuardedCloud:
         present = {i.instance_id for i in live}
         failures = []
         for record in self.store.instances():
-            if record.instance_id in present or record.instance_id in self._ended_by_us:
+            if record.instance_id in present:
                 continue
-            self.store.mark_ended(record.instance_id, "vanished", now=now)
+            if record.state == LifecycleState.TERMINATING:  # our termination took effect, its reply was lost
+                self._ended(record, "released")
+                continue
+            self._ended(record, "vanished")
             if now - record.launch_time < self.config.died_young_s:
                 failures.append(f"instance {record.instance_id} died {now - record.launch_time:.0f} s after launch")
         unjoined = [i for i in live if self._never_joined(i)]
@@ -283,8 +279,15 @@ class GuardedCloud:
         if unjoined and self.config.terminate_unjoined:
             self.terminate([i.instance_id for i in unjoined])
 
+    def _retry_lost_terminations(self, live: list[Instance]) -> None:
+        """An instance we asked to terminate is still listed (the call failed): ask again."""
+        present = {i.instance_id for i in live}
+        again = [r.instance_id for r in self.store.instances() if r.state == LifecycleState.TERMINATING and r.instance_id in present]
+        if again:
+            self.terminate(again)
+
     def _never_joined(self, instance: Instance) -> bool:
-        if self.joined is None or instance.state not in ("pending", "running"):
+        if self.joined is None or instance.state not in LIVE_STATES:
             return False
         too_old = self.clock() - instance.launch_time > self.config.join_timeout_s
         return too_old and not self.joined(instance.instance_id)
@@ -304,16 +307,27 @@ class GuardedCloud:
     def _record(self, instances: Sequence[Instance], request_id: str | None) -> None:
         for i in instances:
             self.store.record_instance(
-                InstanceRecord(i.instance_id, request_id, i.launch_time, i.launch_time, i.slots, i.address, i.state)
+                InstanceRecord(
+                    i.instance_id, request_id, i.launch_time, i.launch_time, i.slots, i.address, LifecycleState.BOOTING
+                )
             )
+
+    def _ended(self, record: InstanceRecord, reason: str) -> None:
+        state = LifecycleState.TERMINATED if reason == "released" else LifecycleState.VANISHED
+        self.store.mark_ended(record.instance_id, reason, now=self.clock(), state=state)
 
     @staticmethod
     def _as_instance(record: InstanceRecord) -> Instance:
-        return Instance(record.instance_id, record.launch_time, record.slots, record.state, record.address, request_id=record.request_id or "")
+        return Instance(
+            record.instance_id, record.launch_time, record.slots, RUNNING, record.address, request_id=record.request_id or ""
+        )
 
     def _note(self, line: str) -> None:
-        log.warning("%s", line)
-        self.notes.append(line)
+        self._publish(Notice(line))
+
+    def _publish(self, notice: Notice) -> None:
+        log.warning("%s", notice.line)
+        self.journal.publish(notice)
 
 
 def _report_lines(report: ReconcileReport) -> list[str]:

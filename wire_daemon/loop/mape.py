@@ -1,7 +1,9 @@
 """The MAPE loop: Monitor, Analyze, Plan, Execute, once per interval.
 
-It knows the world only through the ports in ``sites.ports``: the same code
-drives the emulated site and a real submit host.
+It knows the world only through the ports (``wire_daemon.ports``): the same
+code drives the emulated site and a real submit host. It keeps each
+instance's lifecycle (``core.instances``) and publishes what it does on the
+journal (``core.journal``) for the decisions log, metrics and status.
 """
 
 from __future__ import annotations
@@ -9,10 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
+from wire_daemon.core.instances import Lifecycle, LifecycleState
+from wire_daemon.core.journal import InstanceReleased, InstancesLaunched, InstancesTerminated, Journal, Notice
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.ports.policy import PlanResult, ScalingPolicy
 from wire_daemon.ports import Cloud, CondorControl, Observations
@@ -41,9 +46,16 @@ class DecisionRecord:
     prediction_policies: dict[int, int] = field(default_factory=dict)
     boosted: int = 0
     decision_s: float = 0.0
+    cost_units: int | None = None  # set by the service, which knows the bill
+    notices: list[Notice] = field(default_factory=list)  # what the cloud, the guard and the monitor said
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def to_json(self) -> dict[str, Any]:
+        """The decisions-log line; notices become their one-line texts."""
+        record = asdict(self)
+        del record["notices"]
+        if self.cost_units is None:
+            del record["cost_units"]
+        return record | {"notes": [n.line for n in self.notices]}
 
 
 class PriorityBoost:
@@ -117,6 +129,9 @@ class MapeLoop:
         policy: ScalingPolicy,
         steering: SteeringConfig,
         boost: bool = True,
+        journal: Journal | None = None,
+        lifecycle: Lifecycle | None = None,
+        joined: Callable[[str], bool] | None = None,
     ) -> None:
         self.state = state
         self.observations = observations
@@ -128,19 +143,22 @@ class MapeLoop:
         self.last_plan: PlanResult | None = None
         self.pending_releases: dict[str, float] = {}  # drained instance -> termination time
         self.terminated: list[str] = []  # since the last record: timed releases happen between iterations
+        self.journal = journal or Journal()
+        self.lifecycle = lifecycle or Lifecycle()
+        self.joined = joined  # does HTCondor see the instance's startd? None: running means joined
 
     def iterate(self, now: float) -> DecisionRecord:
         self.state.apply_all(self.observations.poll_events())  # Monitor
         instances = list(self.cloud.list_instances())
+        self.lifecycle.sync(instances, self.joined)
         started = time.perf_counter()
         plan = self.policy.plan(now, self.state, instances, self.boost.queue_order(self.state))  # Analyze + Plan
         decision_s = time.perf_counter() - started
         self.last_plan = plan
         decision = plan.decision
-        launched = [i.instance_id for i in self.cloud.launch(decision.launch)] if decision.launch else []  # Execute
+        launched = self._launch(now, decision.launch)  # Execute
         for instance_id in decision.release:
-            self.condor.retire_instance(instance_id)
-            self.pending_releases[instance_id] = decision.release_at.get(instance_id, now)
+            self._release(now, instance_id, decision.release_at.get(instance_id, now))
         self.release_due(now)
         boosted = self.boost.apply(self.state, self.condor)
         return self._record(now, plan, len(instances), launched, boosted, decision_s)
@@ -148,15 +166,38 @@ class MapeLoop:
     def next_release(self) -> float | None:
         return min(self.pending_releases.values(), default=None)
 
+    def _launch(self, now: float, count: int) -> list[str]:
+        if count <= 0:
+            return []
+        launched = [i.instance_id for i in self.cloud.launch(count)]
+        self.lifecycle.move_all([i for i in launched if self.lifecycle.state_of(i) is None], LifecycleState.BOOTING)
+        self.journal.publish(InstancesLaunched(now, tuple(launched)))
+        return launched
+
+    def _release(self, now: float, instance_id: str, terminate_at: float) -> None:
+        """Drain now; terminate at ``terminate_at`` (``release_due``)."""
+        self.condor.retire_instance(instance_id)
+        if self._is_live(instance_id):
+            self.lifecycle.move(instance_id, LifecycleState.DRAINING)
+        self.pending_releases[instance_id] = terminate_at
+        self.journal.publish(InstanceReleased(now, instance_id, terminate_at))
+
     def release_due(self, now: float) -> list[str]:
         """Terminate the drained instances whose time has come."""
         due = [i for i, at in self.pending_releases.items() if at <= now]
         if due:
-            self.cloud.terminate(due)
+            self.lifecycle.move_all([i for i in due if self._is_live(i)], LifecycleState.TERMINATING)
+            ended = self.cloud.terminate(due)
+            self.lifecycle.move_all(ended, LifecycleState.TERMINATED)
             for instance_id in due:
                 del self.pending_releases[instance_id]
             self.terminated.extend(due)
+            self.journal.publish(InstancesTerminated(now, tuple(due)))
         return due
+
+    def _is_live(self, instance_id: str) -> bool:
+        state = self.lifecycle.state_of(instance_id)
+        return state is not None and state.is_live
 
     def take_terminated(self) -> list[str]:
         done, self.terminated = self.terminated, []

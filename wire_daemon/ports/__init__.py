@@ -1,8 +1,10 @@
-"""The three ports between the MAPE loop and the world, plus the clock.
+"""The ports between the MAPE loop and the world.
 
 The loop only ever talks to these. A real submit host implements them with
-the HTCondor bindings, the submit-directory readers and a cloud SDK; the
+the submit-directory readers, a cloud SDK and the HTCondor bindings; the
 emulated site implements them over one discrete-event world in virtual time.
+The scaling-policy and predictor ports are in ``ports.policy`` and
+``ports.prediction``.
 """
 
 from __future__ import annotations
@@ -19,12 +21,26 @@ class Observations(Protocol):
 
 
 class Cloud(Protocol):
-    def list_instances(self) -> Sequence[Instance]:
-        """Our live (pending or running) instances."""
+    """Our worker instances on one cloud: the one cloud interface.
 
-    def launch(self, count: int) -> Sequence[Instance]: ...
+    Implemented by each provider (``execute.providers``), by the guard that
+    wraps a provider with limits (``execute.guarded_cloud``), and by the
+    emulated site. Launches are idempotent per request id where the cloud
+    allows it: a repeated request returns the instances it already made.
+    """
 
-    def terminate(self, instance_ids: Sequence[str]) -> None: ...
+    slots_per_instance: int
+
+    def list_instances(self, include_unusable: bool = False) -> Sequence[Instance]:
+        """Our pending and running instances; with ``include_unusable`` also stopped and failed ones."""
+
+    def find_request(self, request_id: str) -> Sequence[Instance]:
+        """Every instance the cloud still reports for this launch request, in any state."""
+
+    def launch(self, count: int, request_id: str | None = None) -> Sequence[Instance]: ...
+
+    def terminate(self, instance_ids: Sequence[str]) -> Sequence[str]:
+        """Terminate those of ``instance_ids`` that are ours and live; return them."""
 
 
 class CondorControl(Protocol):

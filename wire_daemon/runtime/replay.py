@@ -29,6 +29,7 @@ import numpy as np
 from wire_daemon.core.config import ReplayConfig
 from wire_daemon.core.errors import WireError
 from wire_daemon.loop.mape import DecisionRecord, MapeLoop
+from wire_daemon.loop.schedule import iteration_times, release_until
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.ports.prediction import Prediction
 from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, make_policy
@@ -105,8 +106,9 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     loop = MapeLoop(state, site, site, site, policy, steering, boost=boost)
     tracker = _PredictionTracker(workflow.n_tasks)
     records: list[DecisionRecord] = []
-    now = 0.0
-    while True:  # now = k * interval, not a running sum: no rounding drift over long runs
+    times = iteration_times(0.0, steering.interval_s)
+    now = next(times)
+    while True:
         site.advance_to(now)
         if site.finished:
             break
@@ -115,8 +117,8 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
         records.append(loop.iterate(now))
         if loop.last_plan is not None and loop.last_plan.prediction is not None:
             tracker.capture(state, loop.last_plan.prediction)
-        now = len(records) * steering.interval_s
-        _release_until(site, loop, now)
+        now = next(times)
+        release_until(loop, site, now)
     end = site.last_finish
     samples = tracker.samples(workflow, site.true_exec_s) if tracker.captured else {}
     paid = site.paid_slot_seconds(end)
@@ -149,13 +151,6 @@ def compare(workflow: Workflow, config: ReplayConfig, policies: tuple[str, ...] 
     for result in results.values():
         result.relative_time = result.makespan_s / best if best > 0 else 1.0
     return {name: results[name] for name in policies}
-
-
-def _release_until(site: EmulatedSite, loop: MapeLoop, until: float) -> None:
-    """Carry out the releases that fall inside the interval, each at its own time."""
-    while (when := loop.next_release()) is not None and when < until:
-        site.advance_to(when)
-        loop.release_due(when)
 
 
 class _PredictionTracker:

@@ -1,8 +1,9 @@
 """What ``wire-daemon run`` runs against: the emulated site or a real submit host.
 
 Both give the service the same things: the MAPE loop to run (built over the
-loop's ports), a clock, the live pool, the cost so far, and notes for the
-decisions log. The service loop (``daemon.py``) does not know which one it has.
+loop's ports), a clock, the live pool and the cost so far; both publish on
+the service's journal. The service (``service.daemon``) does not know which
+one it has.
 
 * ``EmulatedRuntime``: a trace replayed on the emulated site, in accelerated
   virtual time. It is finished when the workflow is.
@@ -23,8 +24,12 @@ import numpy as np
 
 from wire_daemon.core.errors import CloudError
 from wire_daemon.execute.condor_control import HTCondorControl, queued_job_id
-from wire_daemon.runtime.builders import LoggedCondorControl, build_condor_control, build_driver
-from wire_daemon.execute.guarded_cloud import Driver, GuardedCloud
+from wire_daemon.runtime.builders import build_condor_control, build_driver
+from wire_daemon.core.instances import Lifecycle
+from wire_daemon.core.journal import Journal, Notice, cloud_error
+from wire_daemon.execute.condor_control import LoggedCondorControl
+from wire_daemon.execute.guarded_cloud import GuardedCloud
+from wire_daemon.ports import Cloud
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.core.run_state import RunState
@@ -60,7 +65,8 @@ class Runtime(Protocol):
 
     def cost_units(self, now: float) -> int: ...
 
-    def take_notes(self) -> list[str]: ...
+    def flush_notes(self) -> None:
+        """Publish what the site has to say since the last call (input problems, dry-run condor calls)."""
 
     def terminate_all(self) -> None: ...
 
@@ -80,7 +86,7 @@ class EmulatedRuntime:
     the world instead of letting it run ahead unobserved.
     """
 
-    def __init__(self, settings: Settings, sleep: Sleep = time.sleep) -> None:
+    def __init__(self, settings: Settings, journal: Journal, sleep: Sleep = time.sleep) -> None:
         s = settings
         trace = Path(s.site.trace) if s.site.trace else bundled_trace_path()
         workflow = load_trace(trace)
@@ -91,7 +97,7 @@ class EmulatedRuntime:
         site = self.site
         truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
         policy = make_policy("wire", PolicyInputs(state, s.steering, s.prediction, truth=truth))
-        self.loop = MapeLoop(state, site, site, site, policy, s.steering)
+        self.loop = MapeLoop(state, site, site, site, policy, s.steering, journal=journal)
 
     def now(self) -> float:
         return self.site.now()
@@ -115,8 +121,8 @@ class EmulatedRuntime:
     def cost_units(self, now: float) -> int:
         return self.site.cost_units(now)
 
-    def take_notes(self) -> list[str]:
-        return []
+    def flush_notes(self) -> None:
+        pass  # the emulated world has no input problems and runs its own condor
 
     def terminate_all(self) -> None:
         self.site.terminate([i.instance_id for i in self.site.list_instances()])
@@ -134,12 +140,16 @@ class SubmitHostRuntime:
         self,
         settings: Settings,
         store: StateStore,
+        journal: Journal,
         sleep: Sleep = time.sleep,
-        driver: Driver | None = None,
+        driver: Cloud | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self.store = store
+        self.journal = journal
+        # One lifecycle for every loop this runtime builds, persisted in the state file.
+        self.lifecycle = Lifecycle(((r.instance_id, r.state) for r in store.instances()), on_move=store.set_lifecycle)
         self.sleep = sleep
         self.clock = clock
         self.hosts = HostMap(r for r in store.instances(live_only=False) if r.address)  # type: ignore[misc]
@@ -163,13 +173,15 @@ class SubmitHostRuntime:
             return LoggedCondorControl()
         return build_condor_control(self.settings, self._job_id_of)
 
-    def _guarded_cloud(self, driver: Driver) -> GuardedCloud:
+    def _guarded_cloud(self, driver: Cloud) -> GuardedCloud:
         real = self.control if isinstance(self.control, HTCondorControl) else None
         return GuardedCloud(
             driver,
             self.store,
             self.settings.safety,
+            self.settings.steering.billing,
             self.clock,
+            journal=self.journal,
             joined=real.has_joined if real else None,
             holds_claims=real.holds_claims if real else None,
         )
@@ -178,7 +190,7 @@ class SubmitHostRuntime:
         try:
             self.cloud.reconcile()
         except CloudError as exc:  # the cloud is down at start: the loop retries its calls anyway
-            self.cloud.notes.append(f"cloud error ({exc.kind}) reconciling at start: {exc}")
+            self.journal.publish(cloud_error("reconciling at start", exc.kind, exc))
 
     def _new_loop(self, previous: MapeLoop | None) -> MapeLoop:
         """A loop over the current combined DAG, its RunState rebuilt from every event read."""
@@ -187,7 +199,11 @@ class SubmitHostRuntime:
         for event in self.observations.history():
             state.apply(event)
         policy = make_policy("wire", PolicyInputs(state, s.steering, s.prediction))
-        loop = MapeLoop(state, self.observations, self.cloud, self.control, policy, s.steering)
+        real = self.control if isinstance(self.control, HTCondorControl) else None
+        loop = MapeLoop(
+            state, self.observations, self.cloud, self.control, policy, s.steering,
+            journal=self.journal, lifecycle=self.lifecycle, joined=real.has_joined if real else None,
+        )
         if previous is not None:
             loop.pending_releases = previous.pending_releases
             loop.terminated = previous.terminated
@@ -230,11 +246,12 @@ class SubmitHostRuntime:
     def cost_units(self, now: float) -> int:
         return self.cloud.cost_units(now)
 
-    def take_notes(self) -> list[str]:
-        notes = self.cloud.take_notes() + self.observations.problems.take_new()
+    def flush_notes(self) -> None:
+        notes = self.observations.problems.take_new()
         if isinstance(self.control, LoggedCondorControl):
             notes += _summarised(self.control.take_notes())
-        return notes
+        for line in notes:
+            self.journal.publish(Notice(line))
 
     def terminate_all(self) -> None:
         self.cloud.terminate([i.instance_id for i in self.cloud.list_instances()])
@@ -242,6 +259,7 @@ class SubmitHostRuntime:
     def reconfigure(self, settings: Settings) -> None:
         self.settings = settings  # the next rebuilt loop uses it too
         self.cloud.config = settings.safety.validate()
+        self.cloud.billing = settings.steering.billing
         _apply_steering(self.loop, settings)
 
 
@@ -263,7 +281,7 @@ def _summarised(notes: list[str]) -> list[str]:
     return ([f"condor control off: would boost JobPrio of {len(boosts)} task(s)"] if boosts else []) + others
 
 
-def build_runtime(settings: Settings, store: StateStore, sleep: Sleep = time.sleep) -> Runtime:
+def build_runtime(settings: Settings, store: StateStore, journal: Journal, sleep: Sleep = time.sleep) -> Runtime:
     if settings.site.kind == "condor":
-        return SubmitHostRuntime(settings, store, sleep)
-    return EmulatedRuntime(settings, sleep)
+        return SubmitHostRuntime(settings, store, journal, sleep)
+    return EmulatedRuntime(settings, journal, sleep)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.execute.guarded_cloud import SafetyConfig
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -117,47 +119,92 @@ def load_settings(path: str | Path) -> Settings:
         raise ConfigError(f"{source}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys")
-    settings = _build(Settings, raw, source, prefix="")
+    settings = build_section(Settings, raw, source, key="")
     return dataclasses.replace(settings, source=source).validate()
 
 
-def _build(cls: type, raw: dict[str, Any], source: str, prefix: str) -> Any:
+def build_section(cls: type[T], raw: Any, source: str, key: str, fixed: dict[str, Any] | None = None) -> T:
+    """``cls`` from a config mapping: the one place a config dict becomes a dataclass.
+
+    Unknown, missing and mistyped keys are named with the file; keys in
+    ``fixed`` are set by another setting and may not be given here.
+    """
+    fixed = fixed or {}
+    where = f"{key}." if key else ""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: {key} must be a mapping")
     hints = get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}  # type: ignore[arg-type]
+    for name in raw:
+        if name in fixed:
+            raise ConfigError(f"{source}: {where}{name} cannot be set here: {FIXED_BY.get(name, 'it is derived')}")
     unknown = sorted(set(raw) - set(fields))
     if unknown:
-        raise ConfigError(f"{source}: unknown key {prefix}{unknown[0]} (known: {', '.join(sorted(fields))})")
-    values = {}
-    for name, value in raw.items():
-        values[name] = _convert(hints[name], value, source, f"{prefix}{name}")
-    return cls(**values)
+        raise ConfigError(f"{source}: {_unknown_key(where + str(unknown[0]), sorted(set(fields) - set(fixed)))}")
+    missing = [n for n, f in fields.items() if _required(f) and n not in raw and n not in fixed]
+    if missing:
+        raise ConfigError(f"{source}: {key} is missing required key(s): {', '.join(missing)}")
+    values = {name: _convert(hints[name], value, source, f"{where}{name}") for name, value in raw.items()}
+    return cls(**(values | fixed))
+
+
+# Keys that one setting owns, and where it lives (one place for each).
+FIXED_BY = {
+    "slots_per_instance": "the slot count is steering.slots_per_instance",
+    "slots": "the slot count is steering.slots_per_instance",
+    "cloud": "it is cloud.kind",
+    "pool": "it is cloud.pool",
+}
+# Keys that moved, and where to.
+MOVED = {
+    "safety.charging_unit_s": "steering.charging_unit_s (the one charging unit)",
+}
+
+
+def _unknown_key(key: str, known: list[str]) -> str:
+    if key in MOVED:
+        return f"{key} is no longer a setting: use {MOVED[key]}"
+    return f"unknown key {key} (known: {', '.join(known)})"
+
+
+def _required(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def _convert(kind: Any, value: Any, source: str, key: str) -> Any:
     if dataclasses.is_dataclass(kind):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{source}: {key} must be a mapping")
-        return _build(kind, value, source, prefix=f"{key}.")
-    origin = getattr(kind, "__origin__", None)
+        return build_section(kind, value, source, key)  # type: ignore[arg-type]
+    args = get_args(kind)
+    if type(None) in args:  # Optional[X]: null is allowed
+        return None if value is None else _convert(next(a for a in args if a is not type(None)), value, source, key)
+    origin = get_origin(kind)
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: {key} must be a mapping")
         return value
+    if origin is tuple:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{source}: {key} must be a list of strings (got {value!r})")
+        return tuple(value)
     if kind is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{source}: {key} must be true or false (got {value!r})")
         return value
     if kind in (int, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not float(value).is_integer()):
-            raise ConfigError(f"{source}: {key} must be a number (got {value!r})")
-        return kind(value)
+        return _number(kind, value, source, key)
     if kind is str:
         if not isinstance(value, str):
             raise ConfigError(f"{source}: {key} must be a string (got {value!r})")
         return value
-    if value is None or isinstance(value, (int, float)):  # Optional[float] and friends
-        return value
     raise ConfigError(f"{source}: {key} has an unsupported value {value!r}")
+
+
+def _number(kind: type, value: Any, source: str, key: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{source}: {key} must be a number (got {value!r})")
+    if kind is int and not float(value).is_integer():
+        raise ConfigError(f"{source}: {key} must be a whole number (got {value!r})")
+    return kind(value)
 
 
 def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:

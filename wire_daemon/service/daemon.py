@@ -21,14 +21,16 @@ import os
 import signal
 import time
 from dataclasses import replace
-from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from wire_daemon.core.errors import WireError
+from wire_daemon.core.journal import Journal, NoticeBox
 from wire_daemon.loop.mape import DecisionRecord, MapeLoop
+from wire_daemon.loop.schedule import iteration_times, release_until
+from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
 from wire_daemon.service.metrics import Metrics
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.runtime.runtimes import Runtime, build_runtime
@@ -38,39 +40,23 @@ from wire_daemon.core.store import StateStore
 log = logging.getLogger(__name__)
 
 
-class DecisionsLog:
-    """JSON lines, one object per iteration, rotated by size."""
-
-    def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._logger = logging.getLogger(f"wire_daemon.decisions.{path}")
-        self._logger.propagate = False
-        self._logger.setLevel(logging.INFO)
-        if not self._logger.handlers:
-            handler = RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
-            handler.setFormatter(logging.Formatter("%(message)s"))
-            self._logger.addHandler(handler)
-
-    def append(self, record: dict[str, Any]) -> None:
-        self._logger.info(json.dumps(record, sort_keys=True))
-
-    def close(self) -> None:
-        for handler in list(self._logger.handlers):
-            handler.close()
-            self._logger.removeHandler(handler)
-
-
 class Daemon:
     def __init__(self, settings: Settings, config_path: str | None = None, sleep: Callable[[float], None] | None = None) -> None:
         self.settings = settings
         self.config_path = config_path
         self.store = StateStore(settings.state_path)
-        self.decisions = DecisionsLog(Path(settings.log.decisions_path), settings.log.max_bytes, settings.log.backups)
+        self.journal = Journal()
+        self.notices = NoticeBox()  # what one decision record lists
+        self.journal.subscribe(self.notices)
+        self.decisions = DecisionsLog(
+            Path(settings.log.decisions_path), settings.log.max_bytes, settings.log.backups, self.store
+        )
+        self.journal.subscribe(self.decisions)
         self.stop_requested = False
         self.reload_requested = False
         self.iterations = 0
         self.overruns = 0
-        self.runtime: Runtime = build_runtime(settings, self.store, sleep or self._interruptible_sleep)
+        self.runtime: Runtime = build_runtime(settings, self.store, self.journal, sleep or self._interruptible_sleep)
         self.metrics = self._start_metrics()
 
     def _start_metrics(self) -> Metrics | None:
@@ -78,6 +64,7 @@ class Daemon:
             return None
         metrics = Metrics()
         port = metrics.serve(self.settings.metrics.address, self.settings.metrics.port)
+        self.journal.subscribe(metrics)
         log.info("metrics at http://%s:%d/metrics", self.settings.metrics.address, port)
         return metrics
 
@@ -128,7 +115,8 @@ class Daemon:
     def run(self, max_iterations: int | None = None) -> int:
         self.store.set_meta("pid", str(os.getpid()))
         interval = self.settings.steering.interval_s
-        next_at = self.runtime.now()
+        times = iteration_times(self.runtime.now(), interval)
+        next_at = next(times)
         while not self.stop_requested and not self.runtime.finished:
             if max_iterations is not None and self.iterations >= max_iterations:
                 break
@@ -139,9 +127,9 @@ class Daemon:
                 break
             started = time.monotonic()
             self._iterate(self.runtime.now())
-            self._sleep_through_releases(next_at + interval)
+            next_at = next(times)  # already past after an overrun: the next iteration starts at once
+            release_until(self.loop, self.runtime, next_at, stop=lambda: self.stop_requested)
             self._check_overrun(interval, time.monotonic() - started)
-            next_at += interval  # already past after an overrun: the next iteration starts at once
         self._shutdown()
         return 0
 
@@ -153,18 +141,12 @@ class Daemon:
             log.exception("iteration at t=%.0f failed; the loop goes on", now)
             return
         self.iterations += 1
-        entry = record.to_json() | {"cost_units": self.runtime.cost_units(now), "notes": self.runtime.take_notes()}
-        self.decisions.append(entry)
-        self.store.append_decision(now, entry)
-        if self.metrics is not None:
-            self.metrics.observe(entry, entry["notes"])
+        self.runtime.flush_notes()
+        record.cost_units = self.runtime.cost_units(now)
+        record.notices = self.notices.take()
+        self.journal.publish(record)
         self.store.set_meta("status", json.dumps(self.status_snapshot(now, record), sort_keys=True))
         self.store.set_meta("heartbeat", json.dumps({"wall": time.time(), "virtual": now}))
-
-    def _sleep_through_releases(self, until: float) -> None:
-        while (when := self.loop.next_release()) is not None and when < until and not self.stop_requested:
-            self.runtime.sleep_until(when)
-            self.loop.release_due(when)
 
     def _check_overrun(self, interval: float, took_wall_s: float) -> None:
         took = took_wall_s * self.runtime.speedup
@@ -186,18 +168,16 @@ class Daemon:
     def _log_final_terminations(self) -> None:
         """Terminations after the last iteration (timed releases, scale-to-zero) still reach the log."""
         done = self.loop.take_terminated()
-        notes = self.runtime.take_notes()
-        if done or notes:
+        self.runtime.flush_notes()
+        notices = self.notices.take()
+        if done or notices:
             now = self.runtime.now()
-            entry = {"time": now, "event": "shutdown", "terminated": done, "notes": notes,
-                     "cost_units": self.runtime.cost_units(now), "rule": "shutdown"}
-            self.decisions.append(entry)
-            self.store.append_decision(now, entry)
+            self.journal.publish(ShutdownRecord(now, done, self.runtime.cost_units(now), notices))
 
     # -- status ---------------------------------------------------------------------
 
     def status_snapshot(self, now: float, record: DecisionRecord) -> dict[str, Any]:
-        u = self.settings.steering.charging_unit_s
+        billing = self.settings.steering.billing
         instances = self.runtime.instances()
         busy = {}
         for host in self.state.host.values():
@@ -208,15 +188,19 @@ class Daemon:
                 {
                     "instance_id": i.instance_id,
                     "state": i.state,
+                    "lifecycle": _lifecycle(self.loop, i.instance_id),
                     "age_s": round(now - i.launch_time, 1),
                     "busy_slots": busy.get(i.instance_id, 0),
                     "slots": i.slots,
-                    "next_charge_in_s": round(u - (now - i.launch_time) % u, 1),
+                    "next_charge_in_s": round(billing.time_to_next_charge(i.launch_time, now), 1),
                 }
                 for i in instances
             ],
             "stages": self._stage_counts(),
-            "last_decision": {k: record.to_json()[k] for k in ("target", "planned", "launched", "released", "rule")},
+            "last_decision": {
+                "target": record.target, "planned": record.planned, "launched": record.launched,
+                "released": record.released, "rule": record.rule,
+            },
             "cost_units": self.runtime.cost_units(now),
             "remaining_makespan_estimate_s": self._remaining_estimate(record),
         }
@@ -269,6 +253,11 @@ class Daemon:
         remaining = np.nansum(prediction.remaining_s)
         slots = max(1, record.pool * self.settings.steering.slots_per_instance)
         return round(float(remaining) / slots, 1)
+
+
+def _lifecycle(loop: MapeLoop, instance_id: str) -> str | None:
+    state = loop.lifecycle.state_of(instance_id)
+    return state.value if state is not None else None
 
 
 def run_from_config(path: str, max_iterations: int | None = None) -> int:

@@ -1,10 +1,9 @@
 """Optional Prometheus endpoint: what the daemon decided, refreshed every iteration.
 
-``Metrics.observe(record, notes)`` takes one decisions-log record
-(``DecisionRecord.to_json()``, optionally with ``cost_units`` and
-``busy_slots``) and the iteration's notes from the guarded cloud
-(``cloud error (KIND) ...``, ``limit NAME: ...``, ``back-off: ...``).
-``Metrics.serve()`` exposes them at ``http://ADDRESS:PORT/metrics``.
+``Metrics`` is an observer of the journal: decision records set the gauges,
+launches and releases count as they happen, and the typed notices count
+cloud errors by kind and limit hits by limit. ``Metrics.serve()`` exposes
+them at ``http://ADDRESS:PORT/metrics``.
 
 Each ``Metrics`` owns its registry, so several can live in one process
 (tests) and nothing else from the process leaks into the page. The endpoint
@@ -14,9 +13,7 @@ it beyond the host only behind a proxy or firewall you trust.
 
 from __future__ import annotations
 
-import re
 import threading
-from collections.abc import Iterable
 from typing import Self
 from wsgiref.simple_server import WSGIServer
 
@@ -29,16 +26,14 @@ from prometheus_client import (
 )
 
 from wire_daemon.core.errors import CloudError
+from wire_daemon.core.journal import CloudErrorNotice, InstanceReleased, InstancesLaunched, LimitHit
+from wire_daemon.loop.mape import DecisionRecord
 
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 9464  # the metrics.port default of docs/config.example.yaml
 # Decision latency: a plan takes milliseconds on small DAGs, seconds on huge ones.
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 KNOWN_LIMITS = ("max_instances", "max_launches_per_interval", "budget_units_per_hour", "back_off")
-
-_CLOUD_ERROR = re.compile(r"\bcloud error \((\w+)\)")
-_LIMIT = re.compile(r"^limit (\w+):")
-_BACK_OFF = re.compile(r"^back-off:")
 
 
 def cloud_error_kinds() -> list[str]:
@@ -89,37 +84,31 @@ class Metrics:
 
     # -- updating ---------------------------------------------------------------------------
 
-    def observe(self, record: dict, notes: Iterable[str] = ()) -> None:
-        """Update every metric from one decision record and that iteration's notes."""
-        self._set(self.pool, record.get("pool"))
-        self._set(self.target, record.get("target"))
-        self._set(self.busy_slots, record.get("busy_slots", record.get("running")))
-        self._set(self.idle_tasks, record.get("idle"))
-        self._set(self.upcoming_tasks, record.get("upcoming_tasks"))
-        self._set(self.upcoming_load, record.get("upcoming_load_s"))
-        self._set(self.cost_units, record.get("cost_units"))
-        self._set(self.last_decision, record.get("time"))
-        if _is_number(record.get("decision_s")):
-            self.decision_latency.observe(float(record["decision_s"]))
+    def notify(self, event: object) -> None:
+        if isinstance(event, DecisionRecord):
+            self._decided(event)
+        elif isinstance(event, InstancesLaunched):
+            self.launched.inc(len(event.instance_ids))
+        elif isinstance(event, InstanceReleased):
+            self.released.inc()
+        elif isinstance(event, CloudErrorNotice):
+            kind = event.kind if event.kind in cloud_error_kinds() else CloudError.kind
+            self.cloud_errors.labels(kind=kind).inc()
+        elif isinstance(event, LimitHit):
+            self.limits_hit.labels(limit=event.limit).inc()
+
+    def _decided(self, record: DecisionRecord) -> None:
+        self.pool.set(record.pool)
+        self.target.set(record.target)
+        self.busy_slots.set(record.running)
+        self.idle_tasks.set(record.idle)
+        self.upcoming_tasks.set(record.upcoming_tasks)
+        self.upcoming_load.set(record.upcoming_load_s)
+        if record.cost_units is not None:
+            self.cost_units.set(record.cost_units)
+        self.last_decision.set(record.time)
+        self.decision_latency.observe(record.decision_s)
         self.decisions.inc()
-        self.launched.inc(len(record.get("launched") or ()))
-        self.released.inc(len(record.get("released") or ()))
-        for note in notes:
-            self._count_note(note)
-
-    def _count_note(self, note: str) -> None:
-        if match := _CLOUD_ERROR.search(note):
-            kind = match.group(1)
-            self.cloud_errors.labels(kind=kind if kind in cloud_error_kinds() else CloudError.kind).inc()
-        elif match := _LIMIT.match(note):
-            self.limits_hit.labels(limit=match.group(1)).inc()
-        elif _BACK_OFF.match(note):
-            self.limits_hit.labels(limit="back_off").inc()
-
-    @staticmethod
-    def _set(gauge: Gauge, value: object) -> None:
-        if _is_number(value):  # an absent field keeps the last value
-            gauge.set(float(value))  # type: ignore[arg-type]
 
     # -- serving ------------------------------------------------------------------------------
 
@@ -145,7 +134,3 @@ class Metrics:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

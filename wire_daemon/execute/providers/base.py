@@ -30,7 +30,7 @@ from typing import Sequence
 
 from wire_daemon.core.errors import CloudConfigError, ConfigError
 from wire_daemon.execute.providers.retry import Retrier
-from wire_daemon.core.instances import Instance
+from wire_daemon.core.instances import LIVE_STATES, UNUSABLE_STATES, Instance
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +40,6 @@ TAG_DAEMON = "wire:daemon-id"
 TAG_REQUEST = "wire:request-id"
 TAG_SLOTS = "wire:slots"
 TAG_INDEX = "wire:index"  # position of an instance within its request (OpenStack creates one by one)
-
-# Instance.state values the drivers report.
-PENDING = "pending"  # launched, not running yet
-RUNNING = "running"
-STOPPED = "stopped"  # exists and may cost money, but cannot run jobs
-FAILED = "failed"  # the cloud gave up on it (OpenStack ERROR)
-TERMINATED = "terminated"  # gone or going away
-LIVE_STATES = frozenset({PENDING, RUNNING})
-UNUSABLE_STATES = frozenset({STOPPED, FAILED})
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
@@ -100,7 +91,7 @@ def slots_from(tags: dict[str, str], default: int) -> int:
 class CloudDriver(ABC):
     """List, launch and terminate our worker instances on one cloud.
 
-    Satisfies ``wire_daemon.ports.Cloud``. Every public method either
+    Implements ``wire_daemon.ports.Cloud`` for an SDK-backed provider. Every public method either
     succeeds or raises a ``CloudError`` (after bounded retries for throttled
     and transient failures); none raises an SDK exception.
     """

@@ -20,21 +20,16 @@ from datetime import datetime
 from typing import Any, Iterator, Sequence
 
 from wire_daemon.core.errors import CloudError, ConfigError
+from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
 from wire_daemon.execute.providers.base import (
-    FAILED,
-    PENDING,
-    RUNNING,
-    STOPPED,
     TAG_DAEMON,
     TAG_POOL,
     TAG_REQUEST,
-    TERMINATED,
     CloudDriver,
     Ownership,
     slots_from,
 )
 from wire_daemon.execute.providers.retry import Retrier
-from wire_daemon.core.instances import Instance
 
 log = logging.getLogger(__name__)
 

@@ -27,20 +27,15 @@ from datetime import datetime
 from typing import Any, Callable, Iterator, Sequence
 
 from wire_daemon.core.errors import CloudError, ConfigError
+from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
 from wire_daemon.execute.providers.base import (
-    FAILED,
-    PENDING,
-    RUNNING,
-    STOPPED,
     TAG_INDEX,
     TAG_REQUEST,
-    TERMINATED,
     CloudDriver,
     Ownership,
     slots_from,
 )
 from wire_daemon.execute.providers.retry import Retrier
-from wire_daemon.core.instances import Instance
 
 log = logging.getLogger(__name__)
 

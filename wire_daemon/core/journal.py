@@ -1,0 +1,109 @@
+"""What happened, as typed events, and the observers that listen to them.
+
+The loop, the guarded cloud and the monitor publish events here; the
+decisions log, the metrics endpoint and status subscribe (plugins as
+observers). An event is a small frozen dataclass; ``line`` is how it reads in
+the decisions log, and nothing downstream parses that text back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Observer(Protocol):
+    def notify(self, event: object) -> None: ...
+
+
+class Journal:
+    """Publishes each event to every subscribed observer, in subscription order."""
+
+    def __init__(self) -> None:
+        self._observers: list[Observer] = []
+
+    def subscribe(self, observer: Observer) -> None:
+        self._observers.append(observer)
+
+    def publish(self, event: object) -> None:
+        for observer in self._observers:
+            observer.notify(event)
+
+
+class NoticeBox:
+    """Collects the notices published since the last ``take``: what one decision record lists."""
+
+    def __init__(self) -> None:
+        self._notices: list[Notice] = []
+
+    def notify(self, event: object) -> None:
+        if isinstance(event, Notice):
+            self._notices.append(event)
+
+    def take(self) -> list[Notice]:
+        notices, self._notices = self._notices, []
+        return notices
+
+
+# -- notices: one line each for the decisions log ---------------------------------
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Anything an operator should read beside a decision (dry-run calls, reconcile, input problems)."""
+
+    text: str
+
+    @property
+    def line(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class CloudErrorNotice(Notice):
+    """A cloud call failed after its retries; the loop went on."""
+
+    kind: str = "cloud"  # CloudError.kind: throttled, auth, quota, ...
+
+
+@dataclass(frozen=True)
+class LimitHit(Notice):
+    """A safety limit cut a launch short (or the back-off stopped it)."""
+
+    limit: str = ""  # max_instances | max_launches_per_interval | budget_units_per_hour | back_off
+
+
+def cloud_error(action: str, kind: str, message: object) -> CloudErrorNotice:
+    return CloudErrorNotice(f"cloud error ({kind}) {action}: {message}", kind=kind)
+
+
+def limit_hit(limit: str, allowed: int, wanted: int) -> LimitHit:
+    return LimitHit(f"limit {limit}: launching {allowed} of {wanted}", limit=limit)
+
+
+def back_off(until: float) -> LimitHit:
+    return LimitHit(f"back-off: no launch until t={until:.0f} (instances died young or never joined)", limit="back_off")
+
+
+# -- the pool changing ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InstancesLaunched:
+    time: float
+    instance_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InstanceReleased:
+    """Drained now; terminated at ``terminate_at``, just before its paid unit ends."""
+
+    time: float
+    instance_id: str
+    terminate_at: float
+
+
+@dataclass(frozen=True)
+class InstancesTerminated:
+    time: float
+    instance_ids: tuple[str, ...]
