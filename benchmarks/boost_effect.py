@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
-from wire_daemon.runtime.replay import ReplayResult, replay
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
+from wire_daemon.runtime.replay import ReplayResult, replay
 
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 

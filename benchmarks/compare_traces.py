@@ -31,11 +31,11 @@ import resource
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -48,9 +48,10 @@ except ImportError:
 
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig  # noqa: E402
 from wire_daemon.runtime.replay import ReplayResult, compare  # noqa: E402
+from wire_lab.evaluation.report import library_version  # noqa: E402
+
 # One definition of each run-level helper, shared with the evaluation.
 from wire_lab.evaluation.runs import GROUPS, ReplayTimeout, _csv_value, _json_bytes, _workflow, cpu_limit, group_of  # noqa: E402
-from wire_lab.evaluation.report import library_version  # noqa: E402
 
 POLICIES = ("wire", "full-site", "pure-reactive", "reactive-conserving", "oracle")
 REACTIVE = ("pure-reactive", "reactive-conserving")
@@ -325,7 +326,10 @@ def _vs_fullsite(runs: dict[Key, dict[str, Row]]) -> list[str]:
     lines = [f"- WIRE costs strictly less than full-site in {len(runs) - len(bad)} of {len(runs)} runs.", ""]
     if bad:
         lines += ["| trace | u (min) | wire | full-site |", "|---|---|---|---|"]
-        lines += [f"| {run_name(v['wire'])} | {v['wire'].u_min:g} | {_measures(v['wire'])} | {_measures(v['full-site'])} |" for v in bad]
+        lines += [
+            f"| {run_name(v['wire'])} | {v['wire'].u_min:g} | {_measures(v['wire'])} | {_measures(v['full-site'])} |"
+            for v in bad
+        ]
         lines.append("")
     return lines
 
@@ -341,7 +345,10 @@ def _vs_reactive(runs: dict[Key, dict[str, Row]]) -> list[str]:
     if found:
         found.sort(key=lambda f: (f[0].trace, f[0].u_min, f[1].policy))
         lines += ["| trace | u (min) | baseline | what | wire | baseline |", "|---|---|---|---|---|---|"]
-        lines += [f"| {run_name(w)} | {w.u_min:g} | {o.policy} | {what} | {_measures(w)} | {_measures(o)} |" for w, o, what in found]
+        lines += [
+            f"| {run_name(w)} | {w.u_min:g} | {o.policy} | {what} | {_measures(w)} | {_measures(o)} |"
+            for w, o, what in found
+        ]
         lines.append("")
     return lines
 
@@ -421,7 +428,9 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def runtime_md(timings: Sequence[Timing], total_s: float, cpu_s: float, workers: int, scales: Sequence[float]) -> list[str]:
+def runtime_md(
+    timings: Sequence[Timing], total_s: float, cpu_s: float, workers: int, scales: Sequence[float]
+) -> list[str]:
     late = sum(t.timed_out for t in timings)
     late_cpu = sum(t.cpu_s for t in timings if t.timed_out)
     lines = [
@@ -455,7 +464,7 @@ def _load() -> str:
 
 
 def header_md(command: str, n_traces: int, args: argparse.Namespace) -> list[str]:
-    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")  # same as `date -u +%F`
+    date = datetime.now(UTC).strftime("%Y-%m-%d")  # same as `date -u +%F`
     seeds = ", ".join(str(s) for s in args.seeds)
     return [
         "# Scaling policies on the public traces",
@@ -517,13 +526,47 @@ def write_md(path: Path, parts: Iterable[list[str]]) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--traces", type=Path, default=DEFAULT_TRACES, metavar="DIR", help="traces folder (default: shared/traces beside the repository)")
-    p.add_argument("--time-scale", type=float, nargs="+", action="extend", metavar="K", help="runtime scale factor(s); repeatable (default 1)")
+    p.add_argument(
+        "--traces",
+        type=Path,
+        default=DEFAULT_TRACES,
+        metavar="DIR",
+        help="traces folder (default: shared/traces beside the repository)",
+    )
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        nargs="+",
+        action="extend",
+        metavar="K",
+        help="runtime scale factor(s); repeatable (default 1)",
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[0], metavar="S", help="emulation seed(s) (default 0)")
-    p.add_argument("--units", type=float, nargs="+", default=list(UNITS_MIN), metavar="MIN", help="charging units in minutes (default 1 15 30 60)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N", help="worker processes (default: CPU count)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SEC", help="CPU-time limit per policy run; 0 = none (default 20)")
-    p.add_argument("--out-dir", type=Path, default=RESULTS, metavar="DIR", help="where traces_compare.{csv,md} go (default docs/results)")
+    p.add_argument(
+        "--units",
+        type=float,
+        nargs="+",
+        default=list(UNITS_MIN),
+        metavar="MIN",
+        help="charging units in minutes (default 1 15 30 60)",
+    )
+    p.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, metavar="N", help="worker processes (default: CPU count)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SEC",
+        help="CPU-time limit per policy run; 0 = none (default 20)",
+    )
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        default=RESULTS,
+        metavar="DIR",
+        help="where traces_compare.{csv,md} go (default docs/results)",
+    )
     args = p.parse_args(argv)
     args.time_scale = _unique(args.time_scale or [1.0])
     args.seeds, args.units = _unique(args.seeds), _unique(args.units)
@@ -539,22 +582,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     traces = find_traces(args.traces)
     jobs = make_jobs(args.traces, traces, args)
-    print(f"{len(traces)} traces x {len(args.units)} units x {len(args.time_scale)} scales x {len(args.seeds)} seeds "
-          f"= {len(jobs)} comparisons of {len(POLICIES)} policies, {args.jobs} workers", flush=True)
+    print(
+        f"{len(traces)} traces x {len(args.units)} units x {len(args.time_scale)} scales x {len(args.seeds)} seeds "
+        f"= {len(jobs)} comparisons of {len(POLICIES)} policies, {args.jobs} workers",
+        flush=True,
+    )
     rows, timings = run_all(jobs, args.jobs, args.timeout)
     rows = sort_rows(rows)
     total_s, cpu_s = time.perf_counter() - started, cpu_seconds()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(rows, args.out_dir / "traces_compare.csv")
-    write_md(args.out_dir / "traces_compare.md", [
-        header_md(command_line(args), len(traces), args),
-        tables_md(rows, args.time_scale, args.seeds, args.units),
-        ["## Observations", ""],
-        notes_md(args.out_dir / "traces_compare.notes.md"),
-        observations_md(rows, args.time_scale),
-        runtime_md(timings, total_s, cpu_s, args.jobs, args.time_scale),
-    ])
-    print(f"wrote traces_compare.csv and .md in {args.out_dir}; total {total_s:.1f} s wall, {cpu_s:.1f} s CPU", flush=True)
+    write_md(
+        args.out_dir / "traces_compare.md",
+        [
+            header_md(command_line(args), len(traces), args),
+            tables_md(rows, args.time_scale, args.seeds, args.units),
+            ["## Observations", ""],
+            notes_md(args.out_dir / "traces_compare.notes.md"),
+            observations_md(rows, args.time_scale),
+            runtime_md(timings, total_s, cpu_s, args.jobs, args.time_scale),
+        ],
+    )
+    print(
+        f"wrote traces_compare.csv and .md in {args.out_dir}; total {total_s:.1f} s wall, {cpu_s:.1f} s CPU", flush=True
+    )
     return 0
 
 

@@ -35,9 +35,9 @@ import platform
 import resource
 import sys
 import time
-from datetime import datetime, timezone
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = REPO.parent / "shared" / "traces"
@@ -50,6 +50,7 @@ except ImportError:
 
 import numpy as np  # noqa: E402
 
+from wire_lab.evaluation.report import ReportMeta, library_version, write_report  # noqa: E402
 from wire_lab.evaluation.runs import (  # noqa: E402
     MAX_WORKERS,
     SETTINGS,
@@ -62,7 +63,6 @@ from wire_lab.evaluation.runs import (  # noqa: E402
     source_fingerprint,
     write_runs_csv,
 )
-from wire_lab.evaluation.report import ReportMeta, library_version, write_report  # noqa: E402
 
 UNITS_MIN = (1.0, 15.0, 30.0, 60.0)
 SCALES = (1.0, 10.0, 100.0)
@@ -72,17 +72,48 @@ DEFAULT_TIMEOUT_S = 300.0  # CPU seconds per policy replay; the slowest takes ab
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--traces", type=Path, nargs="+", default=[DEFAULT_TRACES], metavar="PATH",
-                   help="trace files or folders, searched recursively (default: shared/traces beside the repository)")
-    p.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS), help="default: paper modern")
-    p.add_argument("--units", type=float, nargs="+", default=list(UNITS_MIN), metavar="MIN",
-                   help="charging units in minutes (default 1 15 30 60; the modern setting only has 1)")
-    p.add_argument("--scales", type=float, nargs="+", default=list(SCALES), metavar="K", help="runtime scales (default 1 10 100)")
-    p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), metavar="S", help="emulation seeds (default 0 1 2)")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="output folder (default docs/results/evaluation)")
-    p.add_argument("--jobs", type=int, default=MAX_WORKERS, metavar="N", help=f"worker processes, at most {MAX_WORKERS} (default {MAX_WORKERS})")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SEC",
-                   help=f"CPU-time limit per policy replay; 0 = none (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument(
+        "--traces",
+        type=Path,
+        nargs="+",
+        default=[DEFAULT_TRACES],
+        metavar="PATH",
+        help="trace files or folders, searched recursively (default: shared/traces beside the repository)",
+    )
+    p.add_argument(
+        "--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS), help="default: paper modern"
+    )
+    p.add_argument(
+        "--units",
+        type=float,
+        nargs="+",
+        default=list(UNITS_MIN),
+        metavar="MIN",
+        help="charging units in minutes (default 1 15 30 60; the modern setting only has 1)",
+    )
+    p.add_argument(
+        "--scales", type=float, nargs="+", default=list(SCALES), metavar="K", help="runtime scales (default 1 10 100)"
+    )
+    p.add_argument(
+        "--seeds", type=int, nargs="+", default=list(SEEDS), metavar="S", help="emulation seeds (default 0 1 2)"
+    )
+    p.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help="output folder (default docs/results/evaluation)"
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=MAX_WORKERS,
+        metavar="N",
+        help=f"worker processes, at most {MAX_WORKERS} (default {MAX_WORKERS})",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SEC",
+        help=f"CPU-time limit per policy replay; 0 = none (default {DEFAULT_TIMEOUT_S:g})",
+    )
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the job cache")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory replays")
     args = p.parse_args(argv)
@@ -164,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_runs_csv(runs, args.out / "runs.csv")
     meta = ReportMeta(
         command=command_line(args),
-        date=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        date=datetime.now(UTC).strftime("%Y-%m-%d"),
         version=library_version(REPO),
         machine=machine(),
         wall_s=time.perf_counter() - started,
@@ -174,7 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         grid=grid_line(args, len(traces)),
     )
     write_report(args.out, meta, runs, pooled_errors(outcome.results), outcome.memory)
-    print(f"wrote {args.out}: {len(runs)} runs, {meta.wall_s:.0f} s wall, {cpu_seconds():.0f} s CPU in this process and its workers")
+    print(
+        f"wrote {args.out}: {len(runs)} runs, {meta.wall_s:.0f} s wall, {cpu_seconds():.0f} s CPU in this process and its workers"
+    )
     return 0
 
 

@@ -51,9 +51,9 @@ from wire_daemon.core.config import (
     ReplayConfig,
     SteeringConfig,
 )
+from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 from wire_daemon.loop.mape import DecisionRecord
 from wire_daemon.runtime.replay import replay
-from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -81,8 +81,16 @@ SWEEPS = {  # name -> (CSV file, ratio column, figure file, figure title)
     "extra": ("linear_extra.csv", "r_over_u", None, "R/U just above 1"),
 }
 CSV_COLUMNS = (
-    "n_tasks", "{ratio}", "packing", "dt_s", "cost_units", "optimal_units",
-    "resource_ratio", "makespan_s", "completion_ratio", "peak_instances",
+    "n_tasks",
+    "{ratio}",
+    "packing",
+    "dt_s",
+    "cost_units",
+    "optimal_units",
+    "resource_ratio",
+    "makespan_s",
+    "completion_ratio",
+    "peak_instances",
 )
 
 
@@ -310,7 +318,13 @@ def _plot_panel(ax: Axes, outcomes: Sequence[Outcome], n: int, x_label: str, log
 def _ring_stranded(ax: Axes, right: Axes, rows: Sequence[Outcome]) -> None:
     """Circle the runs in which the emulated site left an instance idle (not the policy's doing)."""
     bad = [o for o in rows if o.stranded_iterations]
-    ring: dict[str, Any] = {"marker": "o", "markersize": 13, "markerfacecolor": "none", "markeredgecolor": "grey", "linestyle": "none"}
+    ring: dict[str, Any] = {
+        "marker": "o",
+        "markersize": 13,
+        "markerfacecolor": "none",
+        "markeredgecolor": "grey",
+        "linestyle": "none",
+    }
     ax.plot([o.x for o in bad], [o.resource_ratio for o in bad], **ring)
     right.plot([o.x for o in bad], [o.completion_ratio for o in bad], **ring)
 
@@ -343,7 +357,9 @@ def _legend_entries(log_y: bool, stranded: bool) -> tuple[list, list[str]]:
     if not log_y:
         entries.append((Line2D([], [], color="grey", linestyle=":"), "paper bound (4/3, 5/3)"))
     if stranded:
-        ring = Line2D([], [], marker="o", markersize=10, markerfacecolor="none", markeredgecolor="grey", linestyle="none")
+        ring = Line2D(
+            [], [], marker="o", markersize=10, markerfacecolor="none", markeredgecolor="grey", linestyle="none"
+        )
         entries.append((ring, "instance left idle by the emulated site (defect)"))
     return [h for h, _ in entries], [label for _, label in entries]
 

@@ -29,8 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 _USAGE = (
     "\t\tUsr 0 00:00:01, Sys 0 00:00:00  -  Run Remote Usage\n"
@@ -62,15 +63,21 @@ def write_event_log(path: Path, jobs: int) -> int:
             members = range(batch, min(batch + _WIDTH, jobs))
             t = _START + batch
             for i in members:
-                f.write(f"000 ({i + 1:03d}.000.000) {_stamp(t)} Job submitted from host: "
-                        f"<10.0.0.1:9618?addrs=10.0.0.1-9618>\n    DAG Node: {node_name(i)}\n...\n")
+                f.write(
+                    f"000 ({i + 1:03d}.000.000) {_stamp(t)} Job submitted from host: "
+                    f"<10.0.0.1:9618?addrs=10.0.0.1-9618>\n    DAG Node: {node_name(i)}\n...\n"
+                )
             for i in members:
                 host = f"10.0.{(i // 250) % 250}.{i % 250 + 1}"
-                f.write(f"001 ({i + 1:03d}.000.000) {_stamp(t + 5)} Job executing on host: "
-                        f"<{host}:9618?addrs={host}-9618&alias=worker{i % 64}>\n\tSlotName: slot1@worker\n...\n")
+                f.write(
+                    f"001 ({i + 1:03d}.000.000) {_stamp(t + 5)} Job executing on host: "
+                    f"<{host}:9618?addrs={host}-9618&alias=worker{i % 64}>\n\tSlotName: slot1@worker\n...\n"
+                )
             for i in members:
-                f.write(f"005 ({i + 1:03d}.000.000) {_stamp(t + 65 + i % 7)} Job terminated.\n"
-                        f"\t(1) Normal termination (return value 0)\n{_USAGE}...\n")
+                f.write(
+                    f"005 ({i + 1:03d}.000.000) {_stamp(t + 65 + i % 7)} Job terminated.\n"
+                    f"\t(1) Normal termination (return value 0)\n{_USAGE}...\n"
+                )
     return 3 * jobs
 
 
@@ -78,17 +85,21 @@ def write_dag(path: Path, nodes: int) -> int:
     """A Pegasus-style .dag; returns the number of edges (fan-out from a root, fan-in to a sink per 1000)."""
     edges = 0
     with open(path, "w") as f:
-        f.write("######################################################################\n"
-                "# PEGASUS WMS GENERATED DAG FILE (benchmark)\n"
-                "######################################################################\n"
-                "MAXJOBS stagein 10\n\n")
+        f.write(
+            "######################################################################\n"
+            "# PEGASUS WMS GENERATED DAG FILE (benchmark)\n"
+            "######################################################################\n"
+            "MAXJOBS stagein 10\n\n"
+        )
         for i in range(nodes):
             name = node_name(i)
-            f.write(f"JOB {name} 00/{i // 10000:02d}/{name}.sub\n"
-                    f"SCRIPT POST {name} /opt/pegasus/bin/pegasus-exitcode  -r $RETURN -l bench-0.exitcode.log "
-                    f"-M bench-0.cache.meta   .//00/{i // 10000:02d}/{name}.out\n"
-                    f"PRIORITY {name} {10 + i % 3}\nRETRY {name} 1\nCATEGORY {name} compute\n"
-                    f"VARS {name} +DAGNodeRetry=\"$(RETRY)\"\n\n")
+            f.write(
+                f"JOB {name} 00/{i // 10000:02d}/{name}.sub\n"
+                f"SCRIPT POST {name} /opt/pegasus/bin/pegasus-exitcode  -r $RETURN -l bench-0.exitcode.log "
+                f"-M bench-0.cache.meta   .//00/{i // 10000:02d}/{name}.out\n"
+                f"PRIORITY {name} {10 + i % 3}\nRETRY {name} 1\nCATEGORY {name} compute\n"
+                f'VARS {name} +DAGNodeRetry="$(RETRY)"\n\n'
+            )
         for i in range(1, nodes):
             # level 1 fans out from node 0; every 1000th node gathers the previous 999
             parent = 0 if i % 1000 else None
@@ -224,8 +235,14 @@ def measure_kickstart(record: str, repeat: int) -> dict[str, Any]:
     return _measured(work)
 
 
-_MEASURES = {"follower": measure_follower, "monitor": measure_monitor, "live": measure_live, "dag": measure_dag,
-             "workflow": measure_workflow, "kickstart": measure_kickstart}
+_MEASURES = {
+    "follower": measure_follower,
+    "monitor": measure_monitor,
+    "live": measure_live,
+    "dag": measure_dag,
+    "workflow": measure_workflow,
+    "kickstart": measure_kickstart,
+}
 
 
 def _child(kind: str, args: list[str]) -> dict[str, Any]:
@@ -267,15 +284,23 @@ def run(args: argparse.Namespace, base: Path) -> None:
     size = (wf / "bench-0.dag.nodes.log").stat().st_size
     print(f"event log: {args.jobs} jobs, {events} events, {size / 2**20:.1f} MiB")
     r = _child("follower", [str(wf / "bench-0.dag.nodes.log")])
-    _line("EventLogFollower, one pass", r["events"], r, "events",
-          f"checkpoint {r['checkpoint_kib']:.0f} KiB")
+    _line("EventLogFollower, one pass", r["events"], r, "events", f"checkpoint {r['checkpoint_kib']:.0f} KiB")
     r = _child("monitor", [str(wf)])
-    _line("SubmitDirMonitor + RunState, one pass", r["events"], r, "events",
-          f"checkpoint {r['checkpoint_kib']:.0f} KiB")
+    _line(
+        "SubmitDirMonitor + RunState, one pass", r["events"], r, "events", f"checkpoint {r['checkpoint_kib']:.0f} KiB"
+    )
     r = _child("live", [str(wf), str(args.polls)])
-    _line(f"SubmitDirMonitor, log grown in {args.polls} slices", r["events"], r, "events",
-          f"slowest poll {r['slowest_poll_s'] * 1000:.0f} ms")
-    record = Path(__file__).resolve().parents[1] / "tests/data/fixtures/pegasus-submit/process_wf_success/00/00/ls_ID0000001.out.000"
+    _line(
+        f"SubmitDirMonitor, log grown in {args.polls} slices",
+        r["events"],
+        r,
+        "events",
+        f"slowest poll {r['slowest_poll_s'] * 1000:.0f} ms",
+    )
+    record = (
+        Path(__file__).resolve().parents[1]
+        / "tests/data/fixtures/pegasus-submit/process_wf_success/00/00/ls_ID0000001.out.000"
+    )
     if record.is_file():
         r = _child("kickstart", [str(record), "2000"])
         _line("kickstart YAML record read", r["records"], r, "records")
@@ -296,8 +321,10 @@ def _line(what: str, items: int, r: dict[str, Any], unit: str, extra: str = "") 
     cpu = r["cpu_seconds"]
     rate = items / cpu if cpu > 0 else float("inf")
     per = cpu / items * 1e6 if items else float("nan")
-    print(f"  {what}: {cpu:.2f} s CPU ({r['seconds']:.2f} s wall), {rate:,.0f} {unit}/s "
-          f"({per:.1f} us/{unit[:-1]}), peak +{r['peak_mib']:.0f} MiB" + (f", {extra}" if extra else ""))
+    print(
+        f"  {what}: {cpu:.2f} s CPU ({r['seconds']:.2f} s wall), {rate:,.0f} {unit}/s "
+        f"({per:.1f} us/{unit[:-1]}), peak +{r['peak_mib']:.0f} MiB" + (f", {extra}" if extra else "")
+    )
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from wire_daemon.core.config import EmulationConfig, ReplayConfig
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.runtime.replay import replay
-from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 DEFAULT_TRACES = (
@@ -39,15 +39,19 @@ def measure(path: Path, repeat: int, time_scale: float) -> None:
     load_s = time.perf_counter() - started
     config = ReplayConfig(emulation=EmulationConfig(time_scale=time_scale))
     print(f"\n{path.name}: {workflow.n_tasks} tasks, {workflow.n_edges} edges, loaded in {load_s * 1e3:.0f} ms")
-    print(f"{'policy':<20} {'wall s (median)':>15} {'virtual s / wall s':>19} {'iterations':>10} {'decision ms mean/max':>21}")
+    print(
+        f"{'policy':<20} {'wall s (median)':>15} {'virtual s / wall s':>19} {'iterations':>10} {'decision ms mean/max':>21}"
+    )
     total = 0.0
     for policy in POLICY_NAMES:
         runs = [replay(workflow, policy, config) for _ in range(repeat)]
         wall = statistics.median(r.wall_s for r in runs)
         total += wall
         r = runs[0]
-        print(f"{policy:<20} {wall:>15.3f} {r.makespan_s / wall:>19.0f} {r.iterations:>10d} "
-              f"{r.decision_mean_s * 1e3:>10.2f}/{r.decision_max_s * 1e3:<10.2f}")
+        print(
+            f"{policy:<20} {wall:>15.3f} {r.makespan_s / wall:>19.0f} {r.iterations:>10d} "
+            f"{r.decision_mean_s * 1e3:>10.2f}/{r.decision_max_s * 1e3:<10.2f}"
+        )
     print(f"all {len(POLICY_NAMES)} policies: {total:.2f} s")
 
 

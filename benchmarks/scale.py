@@ -38,11 +38,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, SteeringConfig
-from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.core.run_state import RunState
-from wire_daemon.runtime.policies import PolicyInputs, make_policy
-from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.core.workflow import Workflow
+from wire_daemon.emulated.site import EmulatedSite
+from wire_daemon.loop.mape import MapeLoop
+from wire_daemon.runtime.policies import PolicyInputs, make_policy
 from wire_lab.synthetic import synthetic_workflow
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
@@ -89,7 +89,11 @@ def run_once(workflow: Workflow, seed: int, profiler: cProfile.Profile | None = 
         cpu.append(time.process_time() - c0)
         if profiler is not None:
             profiler.disable()
-        projected = loop.last_plan.upcoming.projected_done if loop.last_plan is not None and loop.last_plan.upcoming is not None else 0
+        projected = (
+            loop.last_plan.upcoming.projected_done
+            if loop.last_plan is not None and loop.last_plan.upcoming is not None
+            else 0
+        )
         wavefront.append(record.running + record.idle + projected)
         now = len(times) * steering.interval_s
         while (when := loop.next_release()) is not None and when < now:
@@ -145,7 +149,9 @@ def measure_memory(shape: str, n_tasks: int, repeat: int) -> float:
     for _ in range(repeat):
         out = subprocess.run(
             [sys.executable, __file__, "--memory-child", shape, str(n_tasks)],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         values.append(json.loads(out.stdout)["bytes_per_task"])
     return statistics.median(values)
@@ -176,9 +182,13 @@ def main() -> None:
     if args.memory_child:
         memory_child(args.memory_child[0], int(args.memory_child[1]))
         return
-    print(f"median of {args.repeat} runs; iteration = one whole MAPE step; wavefront = running + idle + projected-done tasks")
-    print(f"{'shape':<12} {'tasks':>9} {'iters':>6} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'cpu p50':>9} {'p50 us/wave':>12} "
-          f"{'wavefront':>10} {'B/task':>8} {'virt s/s':>11} {'wall s':>8}")
+    print(
+        f"median of {args.repeat} runs; iteration = one whole MAPE step; wavefront = running + idle + projected-done tasks"
+    )
+    print(
+        f"{'shape':<12} {'tasks':>9} {'iters':>6} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'cpu p50':>9} {'p50 us/wave':>12} "
+        f"{'wavefront':>10} {'B/task':>8} {'virt s/s':>11} {'wall s':>8}"
+    )
     profiler = cProfile.Profile() if args.profile else None
     for n_tasks in (int(s) for s in args.sizes.split(",")):
         for shape in args.shapes.split(","):

@@ -82,5 +82,3 @@ def network(boto_client) -> Network:
     ec2.create_key_pair(KeyName="wire-ops")
     iam.create_instance_profile(InstanceProfileName="wire-worker")
     return Network(image_id, subnet, group, "wire-ops", "wire-worker")
-
-

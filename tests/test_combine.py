@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wire_daemon.monitor.combine import combine_workflows, split_task_id
 from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.monitor.combine import combine_workflows, split_task_id
 
 
 def _chain(name: str, n: int) -> object:

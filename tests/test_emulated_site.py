@@ -4,14 +4,22 @@ import pytest
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig
-from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.core.events import EventKind
 from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.emulated.site import EmulatedSite
 
 
 def _site(specs, **overrides):
-    config = EmulationConfig(**{"boot_lag_s": 30.0, "negotiation_interval_s": 5.0, "submit_delay_s": 1.0,
-                                "bandwidth_bytes_per_s": 1e6, "initial_instances": 1, **overrides})
+    config = EmulationConfig(
+        **{
+            "boot_lag_s": 30.0,
+            "negotiation_interval_s": 5.0,
+            "submit_delay_s": 1.0,
+            "bandwidth_bytes_per_s": 1e6,
+            "initial_instances": 1,
+            **overrides,
+        }
+    )
     return EmulatedSite(build_workflow("w", "test", specs), config, slots_per_instance=1, billing=Billing(60.0))
 
 
@@ -20,7 +28,9 @@ def _events(site):
 
 
 def test_chain_timing_submit_delay_negotiation_and_transfer():
-    site = _site([TaskSpec("A", "a", runtime_s=10.0, input_bytes=1_000_000), TaskSpec("B", "b", ("A",), runtime_s=20.0)])
+    site = _site(
+        [TaskSpec("A", "a", runtime_s=10.0, input_bytes=1_000_000), TaskSpec("B", "b", ("A",), runtime_s=20.0)]
+    )
     site.advance_to(100.0)
     assert _events(site) == [
         ("submitted", "A", 0.0),
@@ -85,9 +95,17 @@ def test_terminate_evicts_and_restarts_from_zero():
 
 
 def test_local_universe_jobs_need_no_slot():
-    site = _site([TaskSpec("mkdir", "create_dir", runtime_s=2.0, on_pool=False), TaskSpec("A", "a", ("mkdir",), runtime_s=1.0)], initial_instances=0)
+    site = _site(
+        [TaskSpec("mkdir", "create_dir", runtime_s=2.0, on_pool=False), TaskSpec("A", "a", ("mkdir",), runtime_s=1.0)],
+        initial_instances=0,
+    )
     site.advance_to(10.0)
-    assert [(k, t) for k, t, _ in _events(site)] == [("submitted", "mkdir"), ("started", "mkdir"), ("finished", "mkdir"), ("submitted", "A")]
+    assert [(k, t) for k, t, _ in _events(site)] == [
+        ("submitted", "mkdir"),
+        ("started", "mkdir"),
+        ("finished", "mkdir"),
+        ("submitted", "A"),
+    ]
 
 
 def test_a_task_ending_at_the_moment_of_termination_completes():

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from wire_lab.evaluation.runs import GROUPS, Job, ResultCache, find_traces, group_of, make_jobs, run_job
-from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.emulated.traces import bundled_trace_path
+from wire_daemon.runtime.policies import POLICY_NAMES
+from wire_lab.evaluation.runs import GROUPS, Job, ResultCache, find_traces, group_of, make_jobs, run_job
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "evaluate.py"
 
@@ -27,8 +27,20 @@ def evaluate():
 @pytest.fixture(scope="module")
 def tiny(evaluate, tmp_path_factory):
     out = tmp_path_factory.mktemp("evaluation")
-    argv = ["--traces", str(bundled_trace_path()), "--units", "60", "--scales", "1", "--seeds", "0",
-            "--settings", "paper", "--out", str(out)]
+    argv = [
+        "--traces",
+        str(bundled_trace_path()),
+        "--units",
+        "60",
+        "--scales",
+        "1",
+        "--seeds",
+        "0",
+        "--settings",
+        "paper",
+        "--out",
+        str(out),
+    ]
     assert evaluate.main(argv) == 0
     return out, argv
 
@@ -40,8 +52,17 @@ def read_runs(out):
 
 def test_tiny_grid_writes_every_output(tiny):
     out, _ = tiny
-    for name in ("runs.csv", "tables.md", "per_trace.md", "prediction_errors.csv", "README.md",
-                 "fig4_prediction_error_cdf.png", "fig5_cost.png", "fig6_relative_time.png", "groups_paper.png"):
+    for name in (
+        "runs.csv",
+        "tables.md",
+        "per_trace.md",
+        "prediction_errors.csv",
+        "README.md",
+        "fig4_prediction_error_cdf.png",
+        "fig5_cost.png",
+        "fig6_relative_time.png",
+        "groups_paper.png",
+    ):
         assert (out / name).stat().st_size > 0, name
     readme = (out / "README.md").read_text()
     assert "python3 benchmarks/evaluate.py --traces" in readme
@@ -110,7 +131,9 @@ def test_a_timed_out_policy_leaves_the_others(monkeypatch):
         return real(workflow, name, config, *args)
 
     monkeypatch.setattr(ev, "replay", slow_pfa)
-    result = run_job(Job("m.json", str(bundled_trace_path()), "paper", 60.0, 1.0, 0), ("wire", "full-site", "pfa"), limit_s=0)
+    result = run_job(
+        Job("m.json", str(bundled_trace_path()), "paper", 60.0, 1.0, 0), ("wire", "full-site", "pfa"), limit_s=0
+    )
     status = {r.policy: r.status for r in result.runs}
     assert status == {"wire": "ok", "full-site": "ok", "pfa": "timeout"}
     assert result.errors["short"]  # WIRE's per-task errors are kept for Fig. 4

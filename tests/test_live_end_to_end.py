@@ -15,11 +15,11 @@ import pytest
 
 from wire_daemon.analyze.predictor import OnlinePredictor
 from wire_daemon.core.config import EmulationConfig, PredictionConfig
-from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.core.run_state import RunState
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
+from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.submit_monitor import MemoryPositionStore, SubmitDirMonitor
 from wire_lab.live_writer import WriterOptions, build_live
-from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 
 def _by_task(state: RunState) -> dict[str, tuple[int, str | None]]:
@@ -55,7 +55,9 @@ class Follower:
 def live(tmp_path_factory):
     workflow = load_trace(bundled_trace_path())
     config = EmulationConfig(initial_instances=2, time_scale=5.0)
-    return build_live(workflow, tmp_path_factory.mktemp("live") / "run", config, options=WriterOptions(subsecond_times=True))
+    return build_live(
+        workflow, tmp_path_factory.mktemp("live") / "run", config, options=WriterOptions(subsecond_times=True)
+    )
 
 
 def test_readers_agree_with_the_emulator_at_every_checkpoint_and_survive_a_restart(live):
@@ -105,5 +107,7 @@ def test_a_reader_restarted_from_scratch_rebuilds_the_same_state(live):
     for event in live.emitted:
         truth.apply(event)
     assert _by_task(fresh.state) == _by_task(truth)
-    assert np.array_equal(np.sort(fresh.state.completion_order), np.sort(
-        [fresh.state.workflow.index_of(live.site.wf.task_ids[i]) for i in truth.completion_order]))
+    assert np.array_equal(
+        np.sort(fresh.state.completion_order),
+        np.sort([fresh.state.workflow.index_of(live.site.wf.task_ids[i]) for i in truth.completion_order]),
+    )

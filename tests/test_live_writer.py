@@ -15,6 +15,10 @@ import pytest
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.emulated.site import EmulatedSite
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.monitor.braindump import read_braindump
 from wire_daemon.monitor.dag import parse_dag
 from wire_daemon.monitor.eventlog import EventLogReader
@@ -25,7 +29,6 @@ from wire_daemon.monitor.kickstart import kickstart_files, read_kickstart
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_dir import read_submit_dir, workflow_from_submit_dir
 from wire_daemon.monitor.submit_file import parse_submit_file
-from wire_daemon.emulated.site import EmulatedSite
 from wire_lab.live_writer import (
     SUBMIT_HOST,
     HostAddresses,
@@ -35,9 +38,6 @@ from wire_lab.live_writer import (
     build_live,
     run_live,
 )
-from wire_daemon.core.events import EventKind, TaskEvent
-from wire_daemon.core.workflow import TaskSpec, build_workflow
-from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 EPOCH = 1_700_000_000.0
 CONFIG = EmulationConfig(initial_instances=2, negotiation_interval_s=5.0, submit_delay_s=1.0, seed=3)
@@ -79,15 +79,18 @@ def _resolver(writer):
 def _key(event, epoch=EPOCH, whole_seconds=True):
     """What a reader can recover of a site event: kind, task, wall time, instance, exit code."""
     when = epoch + event.time
-    return (event.kind, event.task_id, math.floor(when) if whole_seconds else when,
-            event.host if event.kind == EventKind.STARTED else None,
-            event.exit_code if event.kind == EventKind.FINISHED else None)
+    return (
+        event.kind,
+        event.task_id,
+        math.floor(when) if whole_seconds else when,
+        event.host if event.kind == EventKind.STARTED else None,
+        event.exit_code if event.kind == EventKind.FINISHED else None,
+    )
 
 
 def _read_key(event, hosts):
     host = hosts.resolve(event.host) if event.kind == EventKind.STARTED else None
-    return (event.kind, event.task_id, event.time, host,
-            event.exit_code if event.kind == EventKind.FINISHED else None)
+    return (event.kind, event.task_id, event.time, host, event.exit_code if event.kind == EventKind.FINISHED else None)
 
 
 # -- the planned submit dir ---------------------------------------------------------------------
@@ -98,11 +101,11 @@ def test_dag_and_submit_files_describe_the_workflow(tmp_path: Path, montage) -> 
     problems = Problems()
     dag = parse_dag(writer.dag_path, problems)
     assert dag.names == montage.task_ids  # file order = the workflow's topological order
-    expected_edges = {(montage.task_ids[p], montage.task_ids[c])
-                      for c in range(montage.n_tasks) for p in montage.parents(c)}
+    expected_edges = {
+        (montage.task_ids[p], montage.task_ids[c]) for c in range(montage.n_tasks) for p in montage.parents(c)
+    }
     assert set(dag.edges()) == expected_edges and dag.n_edges == montage.n_edges == 231
-    assert all(n.retry == 1 and n.priority is not None and [s.kind for s in n.scripts] == ["POST"]
-               for n in dag.nodes)
+    assert all(n.retry == 1 and n.priority is not None and [s.kind for s in n.scripts] == ["POST"] for n in dag.nodes)
     assert dag.node("mProject_ID0000001").priority == 10 and (dag.node("mViewer_ID0000103").priority or 0) > 10
     assert dag.maxjobs == {"registration": 1, "stagein": 10, "cleanup": 4, "stageout": 10}
     dump = read_braindump(writer.braindump_path)
@@ -113,7 +116,12 @@ def test_dag_and_submit_files_describe_the_workflow(tmp_path: Path, montage) -> 
         sub = parse_submit_file(tmp_path / "run" / (dag.node(task_id).submit_path or ""), problems)
         assert sub is not None and sub.queue == ""
         assert (sub.universe, sub.xformation, sub.job_class, sub.dag_job_id, sub.site) == (
-            "vanilla", montage.transformation[i], 1, task_id, "condorpool")
+            "vanilla",
+            montage.transformation[i],
+            1,
+            task_id,
+            "condorpool",
+        )
         assert sub.dax_job_id == task_id.split("_")[-1] and Path(sub.log or "").name == dump.condor_log
     assert writer.jobstate_path.read_bytes() == b"" and writer.log_path.read_bytes() == b""
     assert problems.count == 0
@@ -126,7 +134,8 @@ def test_submit_dir_reads_back_as_the_same_workflow(tmp_path: Path, montage) -> 
     assert problems.count == 0
     assert back.task_ids == montage.task_ids and back.transformation == montage.transformation
     assert [(s.name, s.transformation, s.predecessor_stages) for s in back.stages] == [
-        (s.name, s.transformation, s.predecessor_stages) for s in montage.stages]
+        (s.name, s.transformation, s.predecessor_stages) for s in montage.stages
+    ]
     assert np.array_equal(back.stage_of, montage.stage_of) and len(back.stages) == 8
     assert np.array_equal(back.on_pool, montage.on_pool)
     assert np.array_equal(back.input_bytes, montage.input_bytes)  # from workflow.yml
@@ -136,18 +145,23 @@ def test_submit_dir_reads_back_as_the_same_workflow(tmp_path: Path, montage) -> 
 
 def _mixed_workflow():
     """Auxiliary jobs on and off the pool, and task ids DAGMan cannot use as node names."""
-    return build_workflow("mixed", "test", [
-        TaskSpec("create_dir_mixed_0_local", "create_dir", runtime_s=1.0, on_pool=False),
-        TaskSpec("stage_in_remote_condorpool_0_0", "stage_in", ("create_dir_mixed_0_local",), 2.0,
-                 input_bytes=5_000_000),
-        TaskSpec("prep 1", "prep", ("stage_in_remote_condorpool_0_0",), 10.0, input_bytes=1000, output_bytes=2000),
-        TaskSpec("PARENT", "prep", ("stage_in_remote_condorpool_0_0",), 11.0, input_bytes=3000),
-        TaskSpec("prep_1", "prep", ("stage_in_remote_condorpool_0_0",), 12.0),
-        TaskSpec("join", "join", ("prep 1", "PARENT", "prep_1"), 5.0, peak_memory_bytes=300 * 2**20),
-        TaskSpec("stage_out_local_local_0_0", "stage_out", ("join",), 1.0, on_pool=False),
-        TaskSpec("register_local_0_0", "register", ("stage_out_local_local_0_0",), 1.0, on_pool=False),
-        TaskSpec("cleanup_mixed_0_local", "cleanup", ("stage_out_local_local_0_0",), 1.0, on_pool=False),
-    ])
+    return build_workflow(
+        "mixed",
+        "test",
+        [
+            TaskSpec("create_dir_mixed_0_local", "create_dir", runtime_s=1.0, on_pool=False),
+            TaskSpec(
+                "stage_in_remote_condorpool_0_0", "stage_in", ("create_dir_mixed_0_local",), 2.0, input_bytes=5_000_000
+            ),
+            TaskSpec("prep 1", "prep", ("stage_in_remote_condorpool_0_0",), 10.0, input_bytes=1000, output_bytes=2000),
+            TaskSpec("PARENT", "prep", ("stage_in_remote_condorpool_0_0",), 11.0, input_bytes=3000),
+            TaskSpec("prep_1", "prep", ("stage_in_remote_condorpool_0_0",), 12.0),
+            TaskSpec("join", "join", ("prep 1", "PARENT", "prep_1"), 5.0, peak_memory_bytes=300 * 2**20),
+            TaskSpec("stage_out_local_local_0_0", "stage_out", ("join",), 1.0, on_pool=False),
+            TaskSpec("register_local_0_0", "register", ("stage_out_local_local_0_0",), 1.0, on_pool=False),
+            TaskSpec("cleanup_mixed_0_local", "cleanup", ("stage_out_local_local_0_0",), 1.0, on_pool=False),
+        ],
+    )
 
 
 def test_auxiliary_jobs_and_awkward_names(tmp_path: Path) -> None:
@@ -162,8 +176,10 @@ def test_auxiliary_jobs_and_awkward_names(tmp_path: Path) -> None:
     assert back.task_ids == [writer.node_of(t) for t in wf.task_ids]
     assert back.transformation == wf.transformation and np.array_equal(back.stage_of, wf.stage_of)
     assert np.array_equal(back.on_pool, wf.on_pool)
-    classes = {t: (submit.submit_files[writer.node_of(t)].universe, submit.submit_files[writer.node_of(t)].job_class)
-               for t in wf.task_ids}
+    classes = {
+        t: (submit.submit_files[writer.node_of(t)].universe, submit.submit_files[writer.node_of(t)].job_class)
+        for t in wf.task_ids
+    }
     assert classes["create_dir_mixed_0_local"] == ("local", 6)
     assert classes["stage_in_remote_condorpool_0_0"] == ("vanilla", 2)
     assert classes["stage_out_local_local_0_0"] == ("local", 3)
@@ -188,7 +204,8 @@ def test_local_universe_jobs_run_on_the_submit_host(tmp_path: Path) -> None:
     millis = [round(e.time, 3) for e in read]  # sub-second stamps: milliseconds, truncated
     assert millis == [round(math.floor((EPOCH + e.time) * 1000) / 1000, 3) for e in emitted]
     assert [(e.kind, to_task[e.task_id], hosts.resolve(e.host) if e.host else None) for e in read] == [
-        (e.kind, e.task_id, e.host if e.kind == EventKind.STARTED else None) for e in emitted]
+        (e.kind, e.task_id, e.host if e.kind == EventKind.STARTED else None) for e in emitted
+    ]
     local = [e for e in emitted if e.kind == EventKind.STARTED and e.host == SUBMIT_HOST]
     assert {e.task_id for e in local} == {t for i, t in enumerate(wf.task_ids) if not wf.on_pool[i]}
     (record,) = read_kickstart(writer.kickstart_path("cleanup_mixed_0_local")).records  # type: ignore[union-attr]
@@ -219,8 +236,14 @@ def montage_run(tmp_path_factory, montage):
 
     emitted = _drive(site, writer, step_s=5.0, on_step=follow)
     state["read"] += state["follower"].poll()
-    return {"site": site, "writer": writer, "emitted": emitted, "read": state["read"], "problems": problems,
-            "polls": state["polls"]}
+    return {
+        "site": site,
+        "writer": writer,
+        "emitted": emitted,
+        "read": state["read"],
+        "problems": problems,
+        "polls": state["polls"],
+    }
 
 
 def test_followed_event_log_equals_the_site_events(montage_run) -> None:
@@ -248,8 +271,10 @@ def test_node_log_and_raw_events(montage_run) -> None:
     node_of = {e.cluster: e.node for e in raw if e.type == "SUBMIT"}
     memory = {node_of[e.cluster]: e.memory_bytes for e in raw if e.type == "JOB_TERMINATED"}
     wf = writer.workflow
-    assert memory == {t: math.ceil(wf.peak_memory_bytes[i] / 2**20) * 2**20  # the trace's peak, in whole MB
-                      for i, t in enumerate(wf.task_ids)}
+    assert memory == {
+        t: math.ceil(wf.peak_memory_bytes[i] / 2**20) * 2**20  # the trace's peak, in whole MB
+        for i, t in enumerate(wf.task_ids)
+    }
     assert problems.count == 0
 
 
@@ -286,12 +311,20 @@ def test_jobstate_log_parses(montage_run) -> None:
     internal = [line.state for line in lines if line.internal]
     assert internal == ["MONITORD_STARTED", "DAGMAN_STARTED", "DAGMAN_FINISHED", "MONITORD_FINISHED"]
     states = {line.state for line in lines if not line.internal}
-    assert states == {"SUBMIT", "EXECUTE", "JOB_TERMINATED", "JOB_SUCCESS", "POST_SCRIPT_STARTED",
-                      "POST_SCRIPT_TERMINATED", "POST_SCRIPT_SUCCESS"}
+    assert states == {
+        "SUBMIT",
+        "EXECUTE",
+        "JOB_TERMINATED",
+        "JOB_SUCCESS",
+        "POST_SCRIPT_STARTED",
+        "POST_SCRIPT_TERMINATED",
+        "POST_SCRIPT_SUCCESS",
+    }
     assert {line.site for line in lines if not line.internal} == {"condorpool"}
     events = JobstateMapper().map(lines)  # FINISHED at the JOB_TERMINATED time, with the exit code
     assert [(e.kind, e.task_id, e.time) for e in events] == [
-        (e.kind, e.task_id, math.floor(EPOCH + e.time)) for e in emitted]
+        (e.kind, e.task_id, math.floor(EPOCH + e.time)) for e in emitted
+    ]
 
 
 # -- evictions, retries, holds ----------------------------------------------------------------
@@ -313,8 +346,12 @@ def test_eviction_keeps_the_cluster_and_reruns(tmp_path: Path) -> None:
     read = EventLogFollower(writer.log_path).poll()
     assert [_read_key(e, hosts) for e in read] == [_key(e) for e in emitted]
     assert [(e.kind.value, e.host) for e in emitted] == [
-        ("submitted", None), ("started", "i-00001"), ("evicted", None), ("started", "i-00002"),
-        ("finished", "i-00002")]
+        ("submitted", None),
+        ("started", "i-00001"),
+        ("evicted", None),
+        ("started", "i-00002"),
+        ("finished", "i-00002"),
+    ]
     raw = EventLogReader(writer.log_path).read()
     assert [e.type for e in raw] == ["SUBMIT", "EXECUTE", "JOB_EVICTED", "EXECUTE", "JOB_TERMINATED"]
     assert {e.cluster for e in raw} == {100}
@@ -325,19 +362,25 @@ def test_eviction_keeps_the_cluster_and_reruns(tmp_path: Path) -> None:
 
 
 def test_retry_hold_release_abort_and_transfer(tmp_path: Path) -> None:
-    wf = build_workflow("retry", "test", [TaskSpec("a_ID0000001", "a", runtime_s=4.0),
-                                          TaskSpec("b_ID0000002", "b", runtime_s=2.0)])
+    wf = build_workflow(
+        "retry", "test", [TaskSpec("a_ID0000001", "a", runtime_s=4.0), TaskSpec("b_ID0000002", "b", runtime_s=2.0)]
+    )
     E = EventKind
     events = [
-        TaskEvent(0.0, E.SUBMITTED, "a_ID0000001"), TaskEvent(0.0, E.SUBMITTED, "b_ID0000002"),
-        TaskEvent(1.0, E.STARTED, "a_ID0000001", host="i-1"), TaskEvent(1.0, E.STARTED, "b_ID0000002", host="i-2"),
-        TaskEvent(2.25, E.TRANSFERRED, "a_ID0000001"), TaskEvent(3.5, E.HELD, "b_ID0000002"),
+        TaskEvent(0.0, E.SUBMITTED, "a_ID0000001"),
+        TaskEvent(0.0, E.SUBMITTED, "b_ID0000002"),
+        TaskEvent(1.0, E.STARTED, "a_ID0000001", host="i-1"),
+        TaskEvent(1.0, E.STARTED, "b_ID0000002", host="i-2"),
+        TaskEvent(2.25, E.TRANSFERRED, "a_ID0000001"),
+        TaskEvent(3.5, E.HELD, "b_ID0000002"),
         TaskEvent(4.0, E.RELEASED, "b_ID0000002"),
         TaskEvent(5.0, E.FINISHED, "a_ID0000001", host="i-1", exec_runtime_s=4.0, exit_code=2),
         TaskEvent(6.0, E.STARTED, "b_ID0000002", host="i-2"),
         TaskEvent(7.0, E.SUBMITTED, "a_ID0000001"),  # the DAGMan retry: a new cluster
-        TaskEvent(8.0, E.STARTED, "a_ID0000001", host="i-1"), TaskEvent(9.0, E.ABORTED, "b_ID0000002"),
-        TaskEvent(10.0, E.SUBMITTED, "b_ID0000002"), TaskEvent(11.0, E.STARTED, "b_ID0000002", host="i-2"),
+        TaskEvent(8.0, E.STARTED, "a_ID0000001", host="i-1"),
+        TaskEvent(9.0, E.ABORTED, "b_ID0000002"),
+        TaskEvent(10.0, E.SUBMITTED, "b_ID0000002"),
+        TaskEvent(11.0, E.STARTED, "b_ID0000002", host="i-2"),
         TaskEvent(12.75, E.FINISHED, "a_ID0000001", host="i-1", exec_runtime_s=4.0, exit_code=0),
         TaskEvent(13.0, E.FINISHED, "b_ID0000002", host="i-2", exec_runtime_s=1.5, exit_code=-9),
     ]
@@ -353,16 +396,23 @@ def test_retry_hold_release_abort_and_transfer(tmp_path: Path) -> None:
     raw = EventLogReader(writer.log_path, problems=problems).read()
     clusters = {(e.node or "", e.cluster) for e in raw if e.type == "SUBMIT"}
     assert clusters == {("a_ID0000001", 100), ("b_ID0000002", 101), ("a_ID0000001", 102), ("b_ID0000002", 103)}
-    attempts = [read_kickstart(p).records[0] for p in kickstart_files(writer.kickstart_path("a_ID0000001").with_suffix(""))]  # type: ignore[union-attr]
+    attempts = [
+        read_kickstart(p).records[0] for p in kickstart_files(writer.kickstart_path("a_ID0000001").with_suffix(""))
+    ]  # type: ignore[union-attr]
     assert [(r.exit_code, r.main_duration) for r in attempts] == [(2, 4.0), (0, 4.0)]
     (killed,) = read_kickstart(writer.kickstart_path("b_ID0000002")).records  # type: ignore[union-attr]
     assert (killed.status, killed.signal) == ("signalled", 9)
     lines = JobstateReader(writer.jobstate_path, problems=problems).read()
     pairs = [(line.job, line.state, line.condor_id or line.exit_code) for line in lines if not line.internal]
-    for expected in [("a_ID0000001", "JOB_FAILURE", 2), ("a_ID0000001", "POST_SCRIPT_FAILURE", 1),
-                     ("a_ID0000001", "SUBMIT", "102.0"), ("b_ID0000002", "JOB_HELD", "101.0"),
-                     ("b_ID0000002", "JOB_RELEASED", "101.0"), ("b_ID0000002", "JOB_ABORTED", "101.0"),
-                     ("b_ID0000002", "JOB_FAILURE", -9)]:
+    for expected in [
+        ("a_ID0000001", "JOB_FAILURE", 2),
+        ("a_ID0000001", "POST_SCRIPT_FAILURE", 1),
+        ("a_ID0000001", "SUBMIT", "102.0"),
+        ("b_ID0000002", "JOB_HELD", "101.0"),
+        ("b_ID0000002", "JOB_RELEASED", "101.0"),
+        ("b_ID0000002", "JOB_ABORTED", "101.0"),
+        ("b_ID0000002", "JOB_FAILURE", -9),
+    ]:
         assert expected in pairs
     assert lines[-2].state == "DAGMAN_FINISHED" and problems.count == 0
 
@@ -454,8 +504,16 @@ def test_run_live_paces_virtual_time_against_the_clock(tmp_path: Path) -> None:
         slept.append(seconds)
         wall[0] += seconds
 
-    live = run_live(bundled_trace_path(), tmp_path, speedup=50.0, config=CONFIG, options=WriterOptions(epoch=EPOCH),
-                    step_s=2.0, sleep=sleep, clock=lambda: wall[0])
+    live = run_live(
+        bundled_trace_path(),
+        tmp_path,
+        speedup=50.0,
+        config=CONFIG,
+        options=WriterOptions(epoch=EPOCH),
+        step_s=2.0,
+        sleep=sleep,
+        clock=lambda: wall[0],
+    )
     assert live.finished and len(live.emitted) == 309
     assert wall[0] == pytest.approx(math.ceil(live.site.last_finish / 2.0) * 2.0 / 50.0)
     assert len(slept) == math.ceil(live.site.last_finish / 2.0)

@@ -4,13 +4,12 @@ import numpy as np
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig, SteeringConfig
-from wire_daemon.loop.mape import MapeLoop, PriorityBoost
-from wire_daemon.core.run_state import RunState
-from wire_daemon.ports.policy import PlanResult
-from wire_daemon.ports.policy import SteeringDecision
-from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.emulated.site import EmulatedSite
+from wire_daemon.loop.mape import MapeLoop, PriorityBoost
+from wire_daemon.ports.policy import PlanResult, SteeringDecision
 
 
 class RecordingCondor:
@@ -60,8 +59,12 @@ class ReleaseFirstInstance:
 
 def test_release_drains_now_and_terminates_at_its_time():
     wf = build_workflow("w", "test", [TaskSpec("a", "A", runtime_s=30.0), TaskSpec("b", "A", runtime_s=30.0)])
-    site = EmulatedSite(wf, EmulationConfig(initial_instances=1, negotiation_interval_s=1.0, bill_initial_boot=False),
-                        slots_per_instance=1, billing=Billing(60.0))
+    site = EmulatedSite(
+        wf,
+        EmulationConfig(initial_instances=1, negotiation_interval_s=1.0, bill_initial_boot=False),
+        slots_per_instance=1,
+        billing=Billing(60.0),
+    )
     site.advance_to(0.0)  # "a" or "b" starts on the only slot
     loop = MapeLoop(RunState(wf), site, site, site, ReleaseFirstInstance(), SteeringConfig(), boost=False)
     loop.iterate(0.0)
@@ -99,4 +102,6 @@ def test_vectorised_boost_and_queue_order_match_the_one_by_one_scan():
             assert boost.apply(state, condor) == len(expected)
             assert [task for task, _ in condor.calls] == expected
             idle = state.idle_in_queue_order()
-            assert boost.queue_order(state).tolist() == idle[np.argsort(-boost.priority_of[idle], kind="stable")].tolist()
+            assert (
+                boost.queue_order(state).tolist() == idle[np.argsort(-boost.priority_of[idle], kind="stable")].tolist()
+            )

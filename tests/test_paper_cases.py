@@ -10,8 +10,8 @@ The §III-E arithmetic packs load fluidly (p = load / U), so these cases use
 import pytest
 
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
-from wire_daemon.runtime.replay import replay
 from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.runtime.replay import replay
 
 N = 10
 U = 100.0
@@ -23,7 +23,15 @@ def _run(runtime_s: float, packing: str = "fluid", count_lost_work: bool = True)
     workflow = build_workflow("linear", "test", [TaskSpec(f"t{i}", "stage", runtime_s=runtime_s) for i in range(N)])
     config = ReplayConfig(
         PredictionConfig(),
-        SteeringConfig(charging_unit_s=U, interval_s=DT, slots_per_instance=1, max_instances=N, release_guard_s=0.0, packing=packing, count_lost_work=count_lost_work),
+        SteeringConfig(
+            charging_unit_s=U,
+            interval_s=DT,
+            slots_per_instance=1,
+            max_instances=N,
+            release_guard_s=0.0,
+            packing=packing,
+            count_lost_work=count_lost_work,
+        ),
         EmulationConfig(boot_lag_s=0.0, negotiation_interval_s=DT / 2, submit_delay_s=0.0, initial_instances=1),
     )
     return replay(workflow, "wire", config, boost=False)

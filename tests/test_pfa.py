@@ -5,11 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from wire_daemon.core.billing import Billing
 from wire_daemon.cli.main import main
+from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig, PFAConfig, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.instances import Instance
 from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.plan.pfa import (
     IdleTracker,
     PFAPolicy,
@@ -23,10 +27,6 @@ from wire_daemon.plan.pfa import (
 )
 from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, make_policy
 from wire_daemon.runtime.replay import compare, replay
-from wire_daemon.core.events import EventKind, TaskEvent
-from wire_daemon.core.instances import Instance
-from wire_daemon.core.workflow import TaskSpec, build_workflow
-from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 
 @pytest.fixture(scope="module")

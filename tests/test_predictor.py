@@ -8,12 +8,11 @@ import pytest
 from wire_daemon.analyze.gradient import LinearModel
 from wire_daemon.analyze.groups import SizeGroups
 from wire_daemon.analyze.predictor import OnlinePredictor, OraclePredictor, StageModel
-from wire_daemon.ports.prediction import Prediction, Predictor
 from wire_daemon.core.config import PredictionConfig
-from wire_daemon.core.run_state import RunState
 from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
-
+from wire_daemon.ports.prediction import Prediction, Predictor
 
 # -- helpers ------------------------------------------------------------------
 
@@ -60,9 +59,7 @@ def summary(p: OnlinePredictor, name: str) -> StageModel:
 
 
 def test_policy_1_stage_not_started_predicts_zero() -> None:
-    wf, state = make(
-        [TaskSpec("a0", "a"), TaskSpec("a1", "a"), TaskSpec("b0", "b", parents=("a0", "a1"))]
-    )
+    wf, state = make([TaskSpec("a0", "a"), TaskSpec("a1", "a"), TaskSpec("b0", "b", parents=("a0", "a1"))])
     submit(state, 0.0, "a0", "a1")  # idle in the queue, but nothing started
     p = OnlinePredictor(wf, PredictionConfig())
     p.update(state, 10.0)
@@ -87,9 +84,7 @@ def test_policy_1_evicted_task_leaves_stage_unstarted() -> None:
 
 
 def running_only_stage() -> tuple[Workflow, RunState]:
-    wf, state = make(
-        [TaskSpec(f"a{k}", "a") for k in range(5)] + [TaskSpec("b0", "b", parents=("a0",))]
-    )
+    wf, state = make([TaskSpec(f"a{k}", "a") for k in range(5)] + [TaskSpec("b0", "b", parents=("a0",))])
     submit(state, 0.0, "a0", "a1", "a2", "a3")  # a4 stays WAITING
     start(state, 0.0, "a0")
     start(state, 10.0, "a1")
@@ -352,9 +347,7 @@ def test_predictor_uses_config_tolerance() -> None:
 
 def test_transfer_median_of_last_interval_and_fallbacks() -> None:
     wf, state = make(
-        [TaskSpec(f"a{k}", "a") for k in range(4)]
-        + [TaskSpec(f"b{k}", "b") for k in range(2)]
-        + [TaskSpec("c0", "c")]
+        [TaskSpec(f"a{k}", "a") for k in range(4)] + [TaskSpec(f"b{k}", "b") for k in range(2)] + [TaskSpec("c0", "c")]
     )
     p = OnlinePredictor(wf, PredictionConfig())
 

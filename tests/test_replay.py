@@ -7,9 +7,9 @@ import pytest
 
 from wire_daemon.cli.main import main
 from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.runtime.replay import compare, replay
-from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,9 @@ def montage():
 
 
 def _config(**emulation):
-    return ReplayConfig(steering=SteeringConfig(charging_unit_s=900.0), emulation=EmulationConfig(time_scale=20.0, **emulation))
+    return ReplayConfig(
+        steering=SteeringConfig(charging_unit_s=900.0), emulation=EmulationConfig(time_scale=20.0, **emulation)
+    )
 
 
 def test_replay_is_deterministic_for_a_seed(montage):
@@ -27,8 +29,12 @@ def test_replay_is_deterministic_for_a_seed(montage):
         records = [rec.to_json() | {"decision_s": 0} for rec in result.records]
         return json.dumps([summary, records], sort_keys=True)
 
-    assert fingerprint(replay(montage, "wire", _config(seed=3))) == fingerprint(replay(montage, "wire", _config(seed=3)))
-    assert fingerprint(replay(montage, "wire", _config(seed=3))) != fingerprint(replay(montage, "wire", _config(seed=4)))
+    assert fingerprint(replay(montage, "wire", _config(seed=3))) == fingerprint(
+        replay(montage, "wire", _config(seed=3))
+    )
+    assert fingerprint(replay(montage, "wire", _config(seed=3))) != fingerprint(
+        replay(montage, "wire", _config(seed=4))
+    )
 
 
 def test_every_policy_finishes_every_task_and_bills_whole_units(montage):

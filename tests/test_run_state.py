@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import TaskIndex, TaskSpec, build_workflow
 
 
@@ -84,7 +84,10 @@ def test_task_index_tells_ids_with_equal_hashes_apart() -> None:
     ids = [_Colliding(f"task-{i}") for i in range(50)] + [f"plain-{i}" for i in range(50)]
     index = TaskIndex(ids)
     assert [index[t] for t in ids] == list(range(100))
-    assert index.numbers_of(list(reversed(ids)) + ["missing", _Colliding("missing")]) == list(range(99, -1, -1)) + [-1, -1]
+    assert index.numbers_of(list(reversed(ids)) + ["missing", _Colliding("missing")]) == list(range(99, -1, -1)) + [
+        -1,
+        -1,
+    ]
     assert "plain-3" in index and "missing" not in index and len(index) == 100
     with pytest.raises(KeyError):
         index["missing"]

@@ -67,7 +67,11 @@ def test_lifecycle_states_persist_and_a_schema_1_file_is_migrated(tmp_path):
     StateStore(path).close()
     db = sqlite3.connect(path)  # rewrite it as a schema-1 file: the cloud's word in the state column
     db.execute("PRAGMA user_version = 1")
-    rows = [("i-live", "running", None, None), ("i-gone", "terminated", 9.0, "vanished"), ("i-ours", "terminated", 9.0, "released")]
+    rows = [
+        ("i-live", "running", None, None),
+        ("i-gone", "terminated", 9.0, "vanished"),
+        ("i-ours", "terminated", 9.0, "released"),
+    ]
     for instance_id, state, ended, reason in rows:
         db.execute("INSERT INTO instances VALUES (?, NULL, 0, 0, 4, '', ?, ?, ?)", (instance_id, state, ended, reason))
     db.commit()
@@ -75,7 +79,11 @@ def test_lifecycle_states_persist_and_a_schema_1_file_is_migrated(tmp_path):
 
     store = StateStore(path)
     states = {r.instance_id: r.state for r in store.instances(live_only=False)}
-    assert states == {"i-live": LifecycleState.BOOTING, "i-gone": LifecycleState.VANISHED, "i-ours": LifecycleState.TERMINATED}
+    assert states == {
+        "i-live": LifecycleState.BOOTING,
+        "i-gone": LifecycleState.VANISHED,
+        "i-ours": LifecycleState.TERMINATED,
+    }
     store.set_lifecycle("i-live", LifecycleState.DRAINING)
     store.close()
     assert StateStore(path).instances()[0].state == LifecycleState.DRAINING

@@ -67,7 +67,9 @@ def test_release_threshold_is_configurable():
 
 
 def test_steer_grows_to_plan():
-    config = SteeringConfig(charging_unit_s=100, interval_s=60, slots_per_instance=1, max_instances=10, boot_aware_launch=False)
+    config = SteeringConfig(
+        charging_unit_s=100, interval_s=60, slots_per_instance=1, max_instances=10, boot_aware_launch=False
+    )
     decision = steer([100, 100, 100], [InstanceView("a", 100, 0)], config)
     assert (decision.planned, decision.target, decision.launch, decision.release) == (3, 3, 2, [])
 
@@ -147,8 +149,19 @@ def test_sorted_slot_packing_matches_the_algorithm_as_written():
     rng = random.Random(3)
     for _ in range(3000):
         n = rng.randint(0, 60)
-        draw = rng.choice([lambda: float(rng.choice([0, 10, 20, 180])), lambda: round(rng.uniform(0, 100), 3), lambda: rng.expovariate(0.02)])
+        draw = rng.choice(
+            [
+                lambda: float(rng.choice([0, 10, 20, 180])),
+                lambda: round(rng.uniform(0, 100), 3),
+                lambda: rng.expovariate(0.02),
+            ]
+        )
         load = [draw() for _ in range(n)]
-        args = (rng.choice([60, 300, 3600, 123.4]), rng.choice([1, 2, 3, 4, 8]), rng.choice([0.0, 0.2, 0.5]),
-                rng.choice([None, 0, 1, 3, 12]), rng.random() < 0.3)
+        args = (
+            rng.choice([60, 300, 3600, 123.4]),
+            rng.choice([1, 2, 3, 4, 8]),
+            rng.choice([0.0, 0.2, 0.5]),
+            rng.choice([None, 0, 1, 3, 12]),
+            rng.random() < 0.3,
+        )
         assert resize_pool(load, *args) == _resize_pool_as_written(load, *args)

@@ -13,8 +13,28 @@ from wire_lab.synthetic import (
     synthetic_workflow,
 )
 
-EPI_STAGES = ["fastqSplit", "filterContams", "sol2sanger", "fast2bfq", "map", "mapMerge#1", "mapMerge#2", "maqIndex", "pileup"]
-MONTAGE_STAGES = ["mProject", "mDiffFit", "mConcatFit", "mBgModel", "mBackground", "mImgtbl", "mAdd", "mShrink", "mJPEG"]
+EPI_STAGES = [
+    "fastqSplit",
+    "filterContams",
+    "sol2sanger",
+    "fast2bfq",
+    "map",
+    "mapMerge#1",
+    "mapMerge#2",
+    "maqIndex",
+    "pileup",
+]
+MONTAGE_STAGES = [
+    "mProject",
+    "mDiffFit",
+    "mConcatFit",
+    "mBgModel",
+    "mBackground",
+    "mImgtbl",
+    "mAdd",
+    "mShrink",
+    "mJPEG",
+]
 
 
 def _specs(wf: Workflow) -> list[TaskSpec]:

@@ -3,14 +3,16 @@
 import numpy as np
 import pytest
 
-from wire_daemon.core.run_state import RunState
-from wire_daemon.plan.wavefront import PoolSlots, simulate_interval
 from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.plan.wavefront import PoolSlots, simulate_interval
 
 
 def _state():
-    wf = build_workflow("w", "test", [TaskSpec("A", "x"), TaskSpec("B", "y", ("A",)), TaskSpec("C", "z"), TaskSpec("D", "z")])
+    wf = build_workflow(
+        "w", "test", [TaskSpec("A", "x"), TaskSpec("B", "y", ("A",)), TaskSpec("C", "z"), TaskSpec("D", "z")]
+    )
     state = RunState(wf)
     for t in ("A", "C", "D"):
         state.apply(TaskEvent(-10.0, EventKind.SUBMITTED, t))
@@ -19,7 +21,9 @@ def _state():
 
 
 def _run(state, remaining, occupancy, pool, queue, interval=60.0):
-    return simulate_interval(state, np.array(remaining, float), np.array(occupancy, float), pool, 0.0, interval, np.array(queue))
+    return simulate_interval(
+        state, np.array(remaining, float), np.array(occupancy, float), pool, 0.0, interval, np.array(queue)
+    )
 
 
 def test_fifo_queue_then_children():
@@ -74,7 +78,16 @@ def test_zero_predictions_drain_through_the_dag():
 def test_an_overdue_running_task_still_makes_its_instance_costly_to_release():
     wf, state = _state()
     a = wf.index_of("A")  # running on i-1 since t=-10, predicted to end now
-    load = simulate_interval(state, np.zeros(4), np.zeros(4), [PoolSlots("i-1", 1)], 0.0, 60.0, np.array([], dtype=np.int64), release_at={"i-1": 30.0})
+    load = simulate_interval(
+        state,
+        np.zeros(4),
+        np.zeros(4),
+        [PoolSlots("i-1", 1)],
+        0.0,
+        60.0,
+        np.array([], dtype=np.int64),
+        release_at={"i-1": 30.0},
+    )
     assert a not in load.task.tolist()  # it frees its slot in the projection...
     assert load.restart_cost_s["i-1"] == pytest.approx(40.0)  # ...but killing it at t=30 loses 40 s
 
@@ -86,9 +99,28 @@ def test_restart_cost_counts_work_lost_to_earlier_evictions():
     a = wf.index_of("A")
     remaining = np.zeros(4)
     remaining[a] = 100.0
-    load = simulate_interval(state, remaining, np.zeros(4), [PoolSlots("i-1", 1)], 0.0, 60.0, np.array([], dtype=np.int64), release_at={"i-1": 10.0})
+    load = simulate_interval(
+        state,
+        remaining,
+        np.zeros(4),
+        [PoolSlots("i-1", 1)],
+        0.0,
+        60.0,
+        np.array([], dtype=np.int64),
+        release_at={"i-1": 10.0},
+    )
     assert load.restart_cost_s["i-1"] == pytest.approx(12.0 + 5.0)
-    load = simulate_interval(state, remaining, np.zeros(4), [PoolSlots("i-1", 1)], 0.0, 60.0, np.array([], dtype=np.int64), release_at={"i-1": 10.0}, count_lost_work=False)
+    load = simulate_interval(
+        state,
+        remaining,
+        np.zeros(4),
+        [PoolSlots("i-1", 1)],
+        0.0,
+        60.0,
+        np.array([], dtype=np.int64),
+        release_at={"i-1": 10.0},
+        count_lost_work=False,
+    )
     assert load.restart_cost_s["i-1"] == pytest.approx(12.0)
 
 

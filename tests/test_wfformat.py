@@ -53,9 +53,7 @@ MANIFEST = {
     "epigenomics-chameleon-hep-6seq-50k-001.json": E(983, 8, 9, 9, 1218, 9, 242, 194.5, 18044.4),
     "epigenomics-chameleon-ilmn-1seq-100k-001.json": E(125, 8, 9, 9, 153, 9, 30, 143.4, 2578.3),
     "epigenomics-chameleon-ilmn-3seq-100k-001.json": E(405, 8, 9, 9, 500, 9, 99, 236.1, 10074.1),
-    "epigenomics-chameleon-ilmn-6seq-50k-001.json.gz": E(
-        1695, 8, 9, 9, 2108, 9, 420, 1084.1, 26060.0
-    ),
+    "epigenomics-chameleon-ilmn-6seq-50k-001.json.gz": E(1695, 8, 9, 9, 2108, 9, 420, 1084.1, 26060.0),
     "montage-chameleon-2mass-01d-001.json": E(103, 8, 8, 8, 231, 8, 45, 21.1, 362.6),
     "montage-chameleon-2mass-025d-001.json": E(619, 8, 8, 8, 1641, 8, 423, 25.7, 1321.9),
     "montage-chameleon-2mass-05d-001.json.gz": E(1738, 8, 8, 8, 4698, 8, 1242, 102.4, 8694.7),
@@ -339,8 +337,7 @@ def timed(*runtimes: Any) -> dict[str, Any]:
 
 def jobs(*entries: dict[str, Any]) -> dict[str, Any]:
     """A legacy 0.2 document: compute jobs named a_ID1, b_ID2, ... unless given a name."""
-    named = [{"name": f"{'ab'[i % 2]}_ID{i + 1}", "type": "compute", "parents": [], **e}
-             for i, e in enumerate(entries)]
+    named = [{"name": f"{'ab'[i % 2]}_ID{i + 1}", "type": "compute", "parents": [], **e} for i, e in enumerate(entries)]
     return {"schemaVersion": "0.2", "workflow": {"jobs": named}}
 
 
@@ -367,8 +364,10 @@ BROKEN: dict[str, tuple[Any, tuple[str, ...]]] = {
     "string-runtime": (timed("5"), (A, "number")),
     "nan-runtime": (timed(float("nan")), (A, "nan")),
     "duplicate-record": (timed(1, 1), (A, "two execution records")),
-    "duplicate-id": (wf15({"id": A}, {"id": A}, records=timed(1)["workflow"]["execution"]["tasks"]),
-                     (A, "defined twice")),
+    "duplicate-id": (
+        wf15({"id": A}, {"id": A}, records=timed(1)["workflow"]["execution"]["tasks"]),
+        (A, "defined twice"),
+    ),
     "record-of-unknown-task": (
         wf15({"id": A}, records=[{"id": i, "runtimeInSeconds": 1} for i in (A, "z_ID9")]),
         ("z_ID9",),

@@ -110,10 +110,10 @@ import yaml
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig
-from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.workflow import Workflow
+from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.emulated.traces import load_trace
 
 SUBMIT_HOST = "submit-host"  # the emulator's host name for local-universe jobs
@@ -125,15 +125,43 @@ _RESERVED_NAMES = frozenset({"PARENT", "CHILD", "ALL_NODES"})
 _BAD_NODE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
 _DAX_ID = re.compile(r"^.+_(ID\d+)$")
 _AUX_KINDS = (  # Pegasus job-name prefixes, longest first where one is a prefix of another
-    "create_dir", "stage_worker", "stage_inter", "stage_in", "stage_out",
-    "register", "clean_up", "cleanup", "chmod",
+    "create_dir",
+    "stage_worker",
+    "stage_inter",
+    "stage_in",
+    "stage_out",
+    "register",
+    "clean_up",
+    "cleanup",
+    "chmod",
 )
-_JOB_CLASS = {"compute": 1, "stage_in": 2, "stage_worker": 2, "stage_out": 3, "register": 4,
-              "stage_inter": 5, "create_dir": 6, "cleanup": 8, "chmod": 9}
-_FIXED_PRIORITY = {"stage_in": 700, "stage_worker": 700, "stage_inter": 700, "create_dir": 800,
-                   "chmod": 800, "stage_out": 900, "cleanup": 1000}
-_CATEGORY = {"stage_in": "stagein", "stage_worker": "stagein", "stage_out": "stageout",
-             "register": "registration", "cleanup": "cleanup"}
+_JOB_CLASS = {
+    "compute": 1,
+    "stage_in": 2,
+    "stage_worker": 2,
+    "stage_out": 3,
+    "register": 4,
+    "stage_inter": 5,
+    "create_dir": 6,
+    "cleanup": 8,
+    "chmod": 9,
+}
+_FIXED_PRIORITY = {
+    "stage_in": 700,
+    "stage_worker": 700,
+    "stage_inter": 700,
+    "create_dir": 800,
+    "chmod": 800,
+    "stage_out": 900,
+    "cleanup": 1000,
+}
+_CATEGORY = {
+    "stage_in": "stagein",
+    "stage_worker": "stagein",
+    "stage_out": "stageout",
+    "register": "registration",
+    "cleanup": "cleanup",
+}
 _MAXJOBS = (("registration", 1), ("stagein", 10), ("cleanup", 4), ("stageout", 10))
 _RULE = "#" * 70
 _MIB = 1 << 20
@@ -206,8 +234,7 @@ class HostAddresses:
         listed = f"[{address.replace(':', '-')}]" if ":" in address else address
         shown = f"[{address}]" if ":" in address else address
         sock = f"{daemon}_{1000 + len(address)}_{zlib.crc32(address.encode()) & 0xFFFF:04x}"  # stable across runs
-        return (f"<{shown}:{_CONDOR_PORT}?addrs={listed}-{_CONDOR_PORT}"
-                f"&alias={self.alias(host)}&noUDP&sock={sock}>")
+        return f"<{shown}:{_CONDOR_PORT}?addrs={listed}-{_CONDOR_PORT}&alias={self.alias(host)}&noUDP&sock={sock}>"
 
 
 def _worker_address(k: int) -> str:
@@ -255,8 +282,15 @@ def _plan_jobs(wf: Workflow) -> list[_Job]:
     dax_ids = _dax_ids(wf.task_ids, kinds)
     levels = _compute_levels(wf, kinds)
     return [
-        _Job(i, nodes[i], wf.transformation[i], kinds[i], dax_ids[i], not bool(wf.on_pool[i]),
-             _priority(kinds[i], int(levels[i])))
+        _Job(
+            i,
+            nodes[i],
+            wf.transformation[i],
+            kinds[i],
+            dax_ids[i],
+            not bool(wf.on_pool[i]),
+            _priority(kinds[i], int(levels[i])),
+        )
         for i in range(wf.n_tasks)
     ]
 
@@ -340,8 +374,10 @@ def _dag_node_lines(job: _Job, wf_name: str, opts: WriterOptions) -> list[str]:
     lite = " -s PegasusLite:+exitcode+0" if job.kind == "compute" else ""
     lines = [
         f"JOB {job.node} 00/00/{job.node}.sub",
-        (f"SCRIPT POST {job.node} {opts.bindir}/pegasus-exitcode  -r $RETURN{lite} -l {wf_name}.exitcode.log"
-         f" -M {wf_name}.cache.meta   .//00/00/{job.node}.out"),
+        (
+            f"SCRIPT POST {job.node} {opts.bindir}/pegasus-exitcode  -r $RETURN{lite} -l {wf_name}.exitcode.log"
+            f" -M {wf_name}.cache.meta   .//00/00/{job.node}.out"
+        ),
     ]
     if opts.priorities:
         lines.append(f"PRIORITY {job.node} {job.priority}")
@@ -358,21 +394,37 @@ def _classad_string(text: str) -> str:
 
 def _sub_text(job: _Job, ctx: _Context) -> str:
     submit = ctx.submit_dir
-    head = [_RULE, "# PEGASUS WMS GENERATED SUBMIT FILE", f"# DAG : {ctx.label}, Index = 0, Count = null",
-            f"# SUBMIT FILE NAME : {job.node}.sub", _RULE,
-            "stream_error  = false", "stream_output = false",
-            (f'environment = "LANG=en_US.UTF-8 CONDOR_JOBID=$(cluster).$(process) PEGASUS_WF_UUID={ctx.wf_uuid}'
-             f' PEGASUS_WF_LABEL={ctx.label} PEGASUS_DAG_JOB_ID={job.node} PEGASUS_SITE={job.site}"'),
-            f"error = {submit}//00/00/{job.node}.err"]
+    head = [
+        _RULE,
+        "# PEGASUS WMS GENERATED SUBMIT FILE",
+        f"# DAG : {ctx.label}, Index = 0, Count = null",
+        f"# SUBMIT FILE NAME : {job.node}.sub",
+        _RULE,
+        "stream_error  = false",
+        "stream_output = false",
+        (
+            f'environment = "LANG=en_US.UTF-8 CONDOR_JOBID=$(cluster).$(process) PEGASUS_WF_UUID={ctx.wf_uuid}'
+            f' PEGASUS_WF_LABEL={ctx.label} PEGASUS_DAG_JOB_ID={job.node} PEGASUS_SITE={job.site}"'
+        ),
+        f"error = {submit}//00/00/{job.node}.err",
+    ]
     body = _local_commands(job, ctx) if job.local else _vanilla_commands(job, ctx)
     attributes = [
-        ('pegasus_generator', '"Pegasus"'), ("pegasus_root_wf_uuid", f'"{ctx.wf_uuid}"'),
-        ("pegasus_wf_uuid", f'"{ctx.wf_uuid}"'), ("pegasus_version", f'"{ctx.opts.pegasus_version}"'),
-        ("pegasus_wf_name", f'"{ctx.wf_name}"'), ("pegasus_wf_time", f'"{ctx.wf_time}"'),
+        ("pegasus_generator", '"Pegasus"'),
+        ("pegasus_root_wf_uuid", f'"{ctx.wf_uuid}"'),
+        ("pegasus_wf_uuid", f'"{ctx.wf_uuid}"'),
+        ("pegasus_version", f'"{ctx.opts.pegasus_version}"'),
+        ("pegasus_wf_name", f'"{ctx.wf_name}"'),
+        ("pegasus_wf_time", f'"{ctx.wf_time}"'),
         ("pegasus_wf_xformation", _classad_string(job.transformation)),
-        ("pegasus_wf_dax_job_id", f'"{job.dax_id or "null"}"'), ("pegasus_wf_dag_job_id", f'"{job.node}"'),
-        ("pegasus_job_class", str(job.job_class)), ("pegasus_site", f'"{job.site}"'),
-        ("pegasus_job_runtime", "0"), ("pegasus_cores", "1"), ("pegasus_gpus", "1"), ("pegasus_cluster_size", "1"),
+        ("pegasus_wf_dax_job_id", f'"{job.dax_id or "null"}"'),
+        ("pegasus_wf_dag_job_id", f'"{job.node}"'),
+        ("pegasus_job_class", str(job.job_class)),
+        ("pegasus_site", f'"{job.site}"'),
+        ("pegasus_job_runtime", "0"),
+        ("pegasus_cores", "1"),
+        ("pegasus_gpus", "1"),
+        ("pegasus_cluster_size", "1"),
     ]
     tail = [f"+{name} = {value}" for name, value in attributes] + ["queue", _RULE, "# END OF SUBMIT FILE", _RULE]
     return "\n".join(head + body + tail) + "\n"
@@ -391,8 +443,10 @@ def _vanilla_commands(job: _Job, ctx: _Context) -> list[str]:
         "should_transfer_files = YES",
         "submit_event_user_notes = pool:condorpool",
         "transfer_executable = true",
-        (f"transfer_input_files = {submit}/pegasus-worker-{ctx.opts.pegasus_version}-x86_64_rhel_8.tar.gz,"
-         f"{submit}/pegasus-lite-common.sh"),
+        (
+            f"transfer_input_files = {submit}/pegasus-worker-{ctx.opts.pegasus_version}-x86_64_rhel_8.tar.gz,"
+            f"{submit}/pegasus-lite-common.sh"
+        ),
         f"transfer_output_files = {job.node}.output",
         "universe = vanilla",
         "when_to_transfer_output = ON_EXIT",
@@ -402,8 +456,10 @@ def _vanilla_commands(job: _Job, ctx: _Context) -> list[str]:
 def _local_commands(job: _Job, ctx: _Context) -> list[str]:
     submit = ctx.submit_dir
     return [
-        (f'arguments = "pegasus-kickstart  -n {job.transformation} -N null -i - -R local  -L {ctx.label}'
-         f' -T {ctx.wf_stamp} pegasus-transfer "'),
+        (
+            f'arguments = "pegasus-kickstart  -n {job.transformation} -N null -i - -R local  -L {ctx.label}'
+            f' -T {ctx.wf_stamp} pegasus-transfer "'
+        ),
         f"executable = {ctx.opts.bindir}/pegasus-lite-local.sh",
         f"input = {submit}//00/00/{job.node}.in",
         f"log = {submit}/{ctx.wf_name}.log",
@@ -432,17 +488,30 @@ def _workflow_yml(ctx: _Context, jobs: Sequence[_Job], wf: Workflow) -> str:
         if job.dax_id is None:
             continue
         lfn_in, lfn_out = _lfns(job)
-        entries.append({
-            "type": "job", "name": job.transformation, "id": job.dax_id, "arguments": [],
-            "uses": [
-                {"lfn": lfn_in, "type": "input", "size": str(int(wf.input_bytes[job.task]))},
-                {"lfn": lfn_out, "type": "output", "stageOut": False, "registerReplica": False,
-                 "size": str(int(wf.output_bytes[job.task]))},
-            ],
-        })
+        entries.append(
+            {
+                "type": "job",
+                "name": job.transformation,
+                "id": job.dax_id,
+                "arguments": [],
+                "uses": [
+                    {"lfn": lfn_in, "type": "input", "size": str(int(wf.input_bytes[job.task]))},
+                    {
+                        "lfn": lfn_out,
+                        "type": "output",
+                        "stageOut": False,
+                        "registerReplica": False,
+                        "size": str(int(wf.output_bytes[job.task])),
+                    },
+                ],
+            }
+        )
     doc = {
         "x-pegasus": {"apiLang": "python", "createdBy": ctx.opts.user, "createdOn": ctx.created_on},
-        "pegasus": "5.0.4", "name": ctx.label, "jobs": entries, "jobDependencies": _dependencies(jobs, wf),
+        "pegasus": "5.0.4",
+        "name": ctx.label,
+        "jobs": entries,
+        "jobDependencies": _dependencies(jobs, wf),
     }
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
@@ -460,15 +529,32 @@ def _dependencies(jobs: Sequence[_Job], wf: Workflow) -> list[dict[str, object]]
 
 def _braindump_yml(ctx: _Context) -> str:
     values = {
-        "user": ctx.opts.user, "grid_dn": None, "submit_hostname": "submit",
-        "root_wf_uuid": ctx.wf_uuid, "wf_uuid": ctx.wf_uuid, "dax": f"{ctx.submit_dir}/workflow.yml",
-        "dax_label": ctx.label, "dax_index": "0", "dax_version": "5.0.4", "pegasus_wf_name": ctx.wf_name,
-        "timestamp": ctx.wf_time, "basedir": str(Path(ctx.submit_dir).parent), "submit_dir": ctx.submit_dir,
-        "planner": f"{ctx.opts.bindir}/pegasus-plan", "planner_version": ctx.opts.pegasus_version,
-        "pegasus_build": "emulated", "planner_arguments": "\"--sites condorpool --output-sites local\"",
-        "jsd": "jobstate.log", "rundir": Path(ctx.submit_dir).name, "bindir": ctx.opts.bindir,
-        "vogroup": "pegasus", "uses_pmc": "false", "condor_log": f"{ctx.wf_name}.log",
-        "dag": f"{ctx.wf_name}.dag", "type": "dag", "notify": f"{ctx.wf_name}.notify",
+        "user": ctx.opts.user,
+        "grid_dn": None,
+        "submit_hostname": "submit",
+        "root_wf_uuid": ctx.wf_uuid,
+        "wf_uuid": ctx.wf_uuid,
+        "dax": f"{ctx.submit_dir}/workflow.yml",
+        "dax_label": ctx.label,
+        "dax_index": "0",
+        "dax_version": "5.0.4",
+        "pegasus_wf_name": ctx.wf_name,
+        "timestamp": ctx.wf_time,
+        "basedir": str(Path(ctx.submit_dir).parent),
+        "submit_dir": ctx.submit_dir,
+        "planner": f"{ctx.opts.bindir}/pegasus-plan",
+        "planner_version": ctx.opts.pegasus_version,
+        "pegasus_build": "emulated",
+        "planner_arguments": '"--sites condorpool --output-sites local"',
+        "jsd": "jobstate.log",
+        "rundir": Path(ctx.submit_dir).name,
+        "bindir": ctx.opts.bindir,
+        "vogroup": "pegasus",
+        "uses_pmc": "false",
+        "condor_log": f"{ctx.wf_name}.log",
+        "dag": f"{ctx.wf_name}.dag",
+        "type": "dag",
+        "notify": f"{ctx.wf_name}.notify",
     }
     return "".join(f"{key}: {'null' if value is None else json.dumps(value)}\n" for key, value in values.items())
 
@@ -527,21 +613,24 @@ def _terminated_body(term: _Termination, utc_end: str, opts: WriterOptions) -> s
     else:
         text = f"\t(0) Abnormal termination (signal {-term.exit_code})\n\t(0) No core file\n"
     cpu = _usage(term.cpu_s)
-    text += (f"\t\tUsr {cpu}, Sys 0 00:00:00  -  Run Remote Usage\n"
-             "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Run Local Usage\n"
-             f"\t\tUsr {cpu}, Sys 0 00:00:00  -  Total Remote Usage\n"
-             "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Total Local Usage\n"
-             f"\t{term.sent}  -  Run Bytes Sent By Job\n\t{term.received}  -  Run Bytes Received By Job\n"
-             f"\t{term.sent}  -  Total Bytes Sent By Job\n\t{term.received}  -  Total Bytes Received By Job\n")
+    text += (
+        f"\t\tUsr {cpu}, Sys 0 00:00:00  -  Run Remote Usage\n"
+        "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Run Local Usage\n"
+        f"\t\tUsr {cpu}, Sys 0 00:00:00  -  Total Remote Usage\n"
+        "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Total Local Usage\n"
+        f"\t{term.sent}  -  Run Bytes Sent By Job\n\t{term.received}  -  Run Bytes Received By Job\n"
+        f"\t{term.sent}  -  Total Bytes Sent By Job\n\t{term.received}  -  Total Bytes Received By Job\n"
+    )
     if term.on_slot:
         busy = round(term.occupancy_s)
-        text += ("\tPartitionable Resources :    Usage  Request Allocated \n"
-                 + _resource_row("Cpus", 1, 1, 1)
-                 + _resource_row("Disk (KB)", 1, 1, opts.slot_disk_kb)
-                 + _resource_row("Memory (MB)", "" if term.memory_mb is None else term.memory_mb, 1,
-                                 opts.slot_memory_mb)
-                 + _resource_row("TimeExecute (s)", busy, "", "")
-                 + _resource_row("TimeSlotBusy (s)", busy, "", ""))
+        text += (
+            "\tPartitionable Resources :    Usage  Request Allocated \n"
+            + _resource_row("Cpus", 1, 1, 1)
+            + _resource_row("Disk (KB)", 1, 1, opts.slot_disk_kb)
+            + _resource_row("Memory (MB)", "" if term.memory_mb is None else term.memory_mb, 1, opts.slot_memory_mb)
+            + _resource_row("TimeExecute (s)", busy, "", "")
+            + _resource_row("TimeSlotBusy (s)", busy, "", "")
+        )
     if term.exit_code >= 0:
         text += f"\n\tJob terminated of its own accord at {utc_end} with exit-code {term.exit_code}.\n"
     return text
@@ -699,8 +788,9 @@ class SubmitDirWriter:
         for job in self.jobs:
             _write_atomically(self.directory / "00" / "00" / f"{job.node}.sub", _sub_text(job, self._ctx))
         _write_atomically(self.directory / "workflow.yml", _workflow_yml(self._ctx, self.jobs, self.workflow))
-        _write_atomically(self.dag_path, _dag_text(self._ctx.label, self.wf_name, self.jobs, self.workflow,
-                                                   self.options))
+        _write_atomically(
+            self.dag_path, _dag_text(self._ctx.label, self.wf_name, self.jobs, self.workflow, self.options)
+        )
         _write_atomically(self.braindump_path, _braindump_yml(self._ctx))
         self._logs = [_AppendLog(self.log_path)]
         if self.options.nodes_log:
@@ -728,8 +818,10 @@ class SubmitDirWriter:
         if self._jobstate is None:
             return
         when = self._last_time if at is None else at
-        finished = [f"{self._epoch_s(when)} INTERNAL *** DAGMAN_FINISHED {status} ***\n",
-                    f"{self._epoch_s(when)} INTERNAL *** MONITORD_FINISHED 0 ***\n"]
+        finished = [
+            f"{self._epoch_s(when)} INTERNAL *** DAGMAN_FINISHED {status} ***\n",
+            f"{self._epoch_s(when)} INTERNAL *** MONITORD_FINISHED 0 ***\n",
+        ]
         for log in self._logs:
             log.close()
         self._jobstate.append("".join(finished).encode() if self._began else b"")
@@ -767,8 +859,10 @@ class SubmitDirWriter:
         self._next_seq += 1
         self._submissions[task] = sub
         job = self.jobs[task]
-        text = (f"Job submitted from host: {self.hosts.sinful(SUBMIT_HOST, 'schedd')}\n"
-                f"    DAG Node: {job.node}\n    pool:{job.site}\n")
+        text = (
+            f"Job submitted from host: {self.hosts.sinful(SUBMIT_HOST, 'schedd')}\n"
+            f"    DAG Node: {job.node}\n    pool:{job.site}\n"
+        )
         self._event(batch, 0, sub, ev.time, text)
         self._state(batch, ev.time, task, "SUBMIT")
 
@@ -796,12 +890,23 @@ class SubmitDirWriter:
         exec_s = occupancy if ev.exec_runtime_s is None else float(ev.exec_runtime_s)
         memory = self._peak_memory(task, ev)
         self._write_kickstart(task, sub, ev, exec_s, occupancy, memory)
-        term = _Termination(code, exec_s, occupancy, int(self.workflow.output_bytes[task]),
-                            int(self.workflow.input_bytes[task]),
-                            None if memory is None else -(-memory // _MIB), sub.host != SUBMIT_HOST)
+        term = _Termination(
+            code,
+            exec_s,
+            occupancy,
+            int(self.workflow.output_bytes[task]),
+            int(self.workflow.input_bytes[task]),
+            None if memory is None else -(-memory // _MIB),
+            sub.host != SUBMIT_HOST,
+        )
         utc_end = datetime.fromtimestamp(math.floor(self.options.epoch + ev.time), UTC)
-        self._event(batch, 5, sub, ev.time, "Job terminated.\n" + _terminated_body(
-            term, utc_end.strftime("%Y-%m-%dT%H:%M:%SZ"), self.options))
+        self._event(
+            batch,
+            5,
+            sub,
+            ev.time,
+            "Job terminated.\n" + _terminated_body(term, utc_end.strftime("%Y-%m-%dT%H:%M:%SZ"), self.options),
+        )
         self._release_slot(sub)
         sub.ended = True
         self._state(batch, ev.time, task, "JOB_TERMINATED")
@@ -811,10 +916,12 @@ class SubmitDirWriter:
     def _evicted(self, task: int, ev: TaskEvent, batch: _Batch) -> None:
         sub = self._running(task, ev)
         ran = _since(sub, ev.time)
-        text = ("Job was evicted.\n\t(0) CPU times\n"
-                f"\t\tUsr {_usage(ran)}, Sys 0 00:00:00  -  Run Remote Usage\n"
-                "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Run Local Usage\n"
-                f"\t0  -  Run Bytes Sent By Job\n\t{int(self.workflow.input_bytes[task])}  -  Run Bytes Received By Job\n")
+        text = (
+            "Job was evicted.\n\t(0) CPU times\n"
+            f"\t\tUsr {_usage(ran)}, Sys 0 00:00:00  -  Run Remote Usage\n"
+            "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Run Local Usage\n"
+            f"\t0  -  Run Bytes Sent By Job\n\t{int(self.workflow.input_bytes[task])}  -  Run Bytes Received By Job\n"
+        )
         self._event(batch, 4, sub, ev.time, text)
         self._release_slot(sub)
         self._state(batch, ev.time, task, "JOB_EVICTED")
@@ -865,9 +972,11 @@ class SubmitDirWriter:
         sub.host, sub.slot, sub.started_at = None, None, None
 
     def _slot_props(self, host: str, sub: _Submission) -> str:
-        return (f"\tSlotName: slot1_{sub.slot}@{self.hosts.alias(host)}\n"
-                f'\tCondorScratchDir = "/var/lib/condor/execute/dir_{sub.cluster}"\n'
-                f"\tCpus = 1\n\tDisk = {self.options.slot_disk_kb}\n\tMemory = {self.options.slot_memory_mb}\n")
+        return (
+            f"\tSlotName: slot1_{sub.slot}@{self.hosts.alias(host)}\n"
+            f'\tCondorScratchDir = "/var/lib/condor/execute/dir_{sub.cluster}"\n'
+            f"\tCpus = 1\n\tDisk = {self.options.slot_disk_kb}\n\tMemory = {self.options.slot_memory_mb}\n"
+        )
 
     def _peak_memory(self, task: int, ev: TaskEvent) -> int | None:
         if ev.peak_memory_bytes:
@@ -881,8 +990,10 @@ class SubmitDirWriter:
         self._state(batch, t, task, "POST_SCRIPT_TERMINATED")
         self._state(batch, t, task, "POST_SCRIPT_SUCCESS" if code == 0 else "POST_SCRIPT_FAILURE", code)
         if self._nodes_log is not None:
-            text = (f"POST Script terminated.\n\t(1) Normal termination (return value {code})\n"
-                    f"    DAG Node: {self.jobs[task].node}\n")
+            text = (
+                f"POST Script terminated.\n\t(1) Normal termination (return value {code})\n"
+                f"    DAG Node: {self.jobs[task].node}\n"
+            )
             batch.nodes_only.append((len(batch.logs), self._render(16, sub, t, text)))
 
     def _event(self, batch: _Batch, code: int, sub: _Submission, t: float, body: str) -> None:
@@ -933,12 +1044,18 @@ class SubmitDirWriter:
         start = sub.started_at if sub.started_at is not None else ev.time
         main_start = start + max(0.0, occupancy - exec_s) * self._input_share(task)
         record = _KickstartFacts(
-            job=self.jobs[task], label=self._ctx.label, stamp=self._ctx.wf_stamp,
-            host=self.hosts.alias(sub.host or SUBMIT_HOST), address=self.address_of(sub.host or SUBMIT_HOST),
-            start=self.options.epoch + main_start, exec_s=exec_s,
-            exit_code=0 if ev.exit_code is None else int(ev.exit_code), cluster=sub.cluster,
+            job=self.jobs[task],
+            label=self._ctx.label,
+            stamp=self._ctx.wf_stamp,
+            host=self.hosts.alias(sub.host or SUBMIT_HOST),
+            address=self.address_of(sub.host or SUBMIT_HOST),
+            start=self.options.epoch + main_start,
+            exec_s=exec_s,
+            exit_code=0 if ev.exit_code is None else int(ev.exit_code),
+            cluster=sub.cluster,
             maxrss_kib=None if memory is None else -(-memory // 1024),
-            input_bytes=int(self.workflow.input_bytes[task]), output_bytes=int(self.workflow.output_bytes[task]),
+            input_bytes=int(self.workflow.input_bytes[task]),
+            output_bytes=int(self.workflow.output_bytes[task]),
         )
         path = self.directory / "00" / "00" / f"{self.jobs[task].node}.out.{number:03d}"
         _write_atomically(path, _kickstart_yaml(record))
@@ -1006,21 +1123,50 @@ def _kickstart_yaml(k: _KickstartFacts) -> str:
     """A Pegasus 5 (kickstart 3.0) YAML invocation record with the fields readers use."""
     cwd = f"/var/lib/condor/execute/dir_{k.cluster}"
     lines = [
-        "- invocation: True", "  version: 3.0", f"  start: {_iso(k.start)}", f"  duration: {k.exec_s:.3f}",
-        f"  transformation: {json.dumps(k.job.transformation)}", f'  derivation: "{k.job.dax_id or "null"}"',
-        f'  resource: "{k.job.site}"', f'  wf-label: "{k.label}"', f'  wf-stamp: "{k.stamp}"',
-        "  interface: eth0", f"  hostaddr: {k.address}", f"  hostname: {k.host}",
-        "  pid: 4242", "  uid: 1000", "  user: pegasus", "  gid: 1000", "  group: pegasus", "  umask: 0o0022",
-        "  mainjob:", f"    start: {_iso(k.start)}", f"    duration: {k.exec_s:.3f}", "    pid: 4243",
-        "    usage:", f"      utime: {k.exec_s:.3f}", "      stime: 0.000",
+        "- invocation: True",
+        "  version: 3.0",
+        f"  start: {_iso(k.start)}",
+        f"  duration: {k.exec_s:.3f}",
+        f"  transformation: {json.dumps(k.job.transformation)}",
+        f'  derivation: "{k.job.dax_id or "null"}"',
+        f'  resource: "{k.job.site}"',
+        f'  wf-label: "{k.label}"',
+        f'  wf-stamp: "{k.stamp}"',
+        "  interface: eth0",
+        f"  hostaddr: {k.address}",
+        f"  hostname: {k.host}",
+        "  pid: 4242",
+        "  uid: 1000",
+        "  user: pegasus",
+        "  gid: 1000",
+        "  group: pegasus",
+        "  umask: 0o0022",
+        "  mainjob:",
+        f"    start: {_iso(k.start)}",
+        f"    duration: {k.exec_s:.3f}",
+        "    pid: 4243",
+        "    usage:",
+        f"      utime: {k.exec_s:.3f}",
+        "      stime: 0.000",
     ]
     if k.maxrss_kib is not None:
         lines.append(f"      maxrss: {k.maxrss_kib}")
-    lines += ["    status:", *_status_lines(k.exit_code),
-              "    executable:", f"      file_name: {cwd}/{k.job.transformation.split('::')[-1]}",
-              "    argument_vector: []", "  jobids:", f"    condor: {k.cluster}.0", f"  cwd: {cwd}",
-              "  machine:", "    page-size: 4096", "    uname_system: linux", f"    uname_nodename: {k.host}",
-              "    uname_machine: x86_64", "  files:"]
+    lines += [
+        "    status:",
+        *_status_lines(k.exit_code),
+        "    executable:",
+        f"      file_name: {cwd}/{k.job.transformation.split('::')[-1]}",
+        "    argument_vector: []",
+        "  jobids:",
+        f"    condor: {k.cluster}.0",
+        f"  cwd: {cwd}",
+        "  machine:",
+        "    page-size: 4096",
+        "    uname_system: linux",
+        f"    uname_nodename: {k.host}",
+        "    uname_machine: x86_64",
+        "  files:",
+    ]
     lfn_in, lfn_out = _lfns(k.job)
     lines += _file_lines(lfn_in, f"{cwd}/{lfn_in}", k.input_bytes, "input")
     if k.exit_code == 0:
@@ -1037,8 +1183,14 @@ def _status_lines(code: int) -> list[str]:
 
 def _file_lines(lfn: str, name: str, size: int, direction: str) -> list[str]:
     key = json.dumps(lfn)
-    return [f"    {key}:", f"      lfn: {key}", f"      file_name: {name}", "      mode: 0o100644",
-            f"      size: {size}", f"      {direction}: True"]
+    return [
+        f"    {key}:",
+        f"      lfn: {key}",
+        f"      file_name: {name}",
+        "      mode: 0o100644",
+        f"      size: {size}",
+        f"      {direction}: True",
+    ]
 
 
 # -- driving a site in (accelerated) real time ----------------------------------------------

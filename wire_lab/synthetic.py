@@ -29,8 +29,8 @@ peak against under a second and 0.3 GB (docs/results/performance.md).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -64,7 +64,9 @@ class _Builder:
     edge_child: list[np.ndarray] = field(default_factory=list)
     edge_parent: list[np.ndarray] = field(default_factory=list)
 
-    def stage(self, kind: _StageKind, count: int, child: ArrayLike | None = None, parent: ArrayLike | None = None) -> np.ndarray:
+    def stage(
+        self, kind: _StageKind, count: int, child: ArrayLike | None = None, parent: ArrayLike | None = None
+    ) -> np.ndarray:
         """Add ``count`` tasks of one stage; edge k links local task ``child[k]`` to global ``parent[k]``."""
         first = self.n_tasks
         tasks = np.arange(first, first + count, dtype=np.int64)

@@ -9,6 +9,7 @@ import pytest
 from wire_daemon.execute.providers.base import Ownership
 from wire_daemon.execute.providers.retry import Retrier, RetryPolicy
 
+
 @pytest.fixture
 def ownership() -> Ownership:
     """A fresh pool per test: tests share one moto server, and ownership keeps them apart."""

@@ -25,7 +25,9 @@ class FakeCollector:
 
     def query(self, ad_type=None, constraint=None, projection=None):
         self.queries.append((ad_type, constraint, tuple(projection or ())))
-        return [ad for ad in self.ads if f'"{ad["WireInstanceId"]}"' in constraint and f'"{ad["WirePool"]}"' in constraint]
+        return [
+            ad for ad in self.ads if f'"{ad["WireInstanceId"]}"' in constraint and f'"{ad["WirePool"]}"' in constraint
+        ]
 
 
 class FakeStartd:
@@ -34,14 +36,18 @@ class FakeStartd:
     def __init__(self, ad):
         self.ad = ad
 
-    def drainJobs(self, drain_type=htcondor2.DrainType.Graceful, on_completion=None, check_expr=None, start_expr=None, reason=None):
+    def drainJobs(
+        self, drain_type=htcondor2.DrainType.Graceful, on_completion=None, check_expr=None, start_expr=None, reason=None
+    ):
         FakeStartd.drained.append((self.ad["Machine"], drain_type, reason))
         return "req-1"
 
 
 def _control(jobs, schedd=None, ads=()):
     FakeStartd.drained = []
-    return HTCondorControl(schedd or FakeSchedd(), FakeCollector(list(ads)), jobs.get, "pool-a", startd_factory=FakeStartd)
+    return HTCondorControl(
+        schedd or FakeSchedd(), FakeCollector(list(ads)), jobs.get, "pool-a", startd_factory=FakeStartd
+    )
 
 
 def test_priority_is_a_non_durable_edit_of_the_current_job():

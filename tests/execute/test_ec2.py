@@ -25,7 +25,9 @@ from wire_daemon.execute.userdata import WorkerConfig, render_user_data
 
 
 def client_error(code: str, message: str = "", status: int = 400, operation: str = "RunInstances") -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": message or code}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation)
+    return ClientError(
+        {"Error": {"Code": code, "Message": message or code}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
+    )
 
 
 def throttle() -> ClientError:
@@ -58,7 +60,9 @@ class Flaky:
 
 @pytest.fixture
 def user_data(ownership):
-    worker = WorkerConfig(cloud="ec2", pool=ownership.pool, condor_host="cm.example.org", token_source="/wire/pool/condor-token")
+    worker = WorkerConfig(
+        cloud="ec2", pool=ownership.pool, condor_host="cm.example.org", token_source="/wire/pool/condor-token"
+    )
     return render_user_data(worker)
 
 
@@ -93,7 +97,9 @@ def raw_instances(ec2, **filters):
 def launch_foreign(ec2, network, tags=None):
     args = dict(ImageId=network.image_id, MinCount=1, MaxCount=1, InstanceType="t3.micro", SubnetId=network.subnet_id)
     if tags:
-        args["TagSpecifications"] = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+        args["TagSpecifications"] = [
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ]
     return ec2.run_instances(**args)["Instances"][0]["InstanceId"]
 
 
@@ -119,12 +125,16 @@ def test_launch_tags_instances_and_passes_user_data_and_config(driver, ownership
         assert [g["GroupId"] for g in inst["SecurityGroups"]] == [network.security_group_id]
         attribute = ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
         assert base64.b64decode(attribute["UserData"]["Value"]).decode() == user_data
-        behaviour = ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="instanceInitiatedShutdownBehavior")
+        behaviour = ec2.describe_instance_attribute(
+            InstanceId=instance_id, Attribute="instanceInitiatedShutdownBehavior"
+        )
         assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "terminate"
     # moto 5.2 associates the profile with one instance of a multi-instance launch only.
     ids = list(raw)
     associations = ec2.describe_iam_instance_profile_associations(Filters=[{"Name": "instance-id", "Values": ids}])
-    profiles = {a["IamInstanceProfile"]["Arn"].rsplit("/", 1)[-1] for a in associations["IamInstanceProfileAssociations"]}
+    profiles = {
+        a["IamInstanceProfile"]["Arn"].rsplit("/", 1)[-1] for a in associations["IamInstanceProfileAssociations"]
+    }
     assert profiles == {"wire-worker"}
 
 
@@ -298,7 +308,9 @@ def test_unreachable_endpoint_is_a_transient_error(aws_region, ownership, user_d
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = Ec2Config(region=aws_region, image_id="ami-12345678", instance_type="t3.micro", endpoint_url=f"http://127.0.0.1:{port}")
+    config = Ec2Config(
+        region=aws_region, image_id="ami-12345678", instance_type="t3.micro", endpoint_url=f"http://127.0.0.1:{port}"
+    )
     d = Ec2Driver(config, ownership, user_data, make_client(config), retrier(max_attempts=2))
 
     with pytest.raises(CloudTransientError):

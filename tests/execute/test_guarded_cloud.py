@@ -12,10 +12,10 @@ import pytest
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudQuotaError
-from wire_daemon.core.journal import Journal, NoticeBox
-from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
 from wire_daemon.core.instances import Instance
+from wire_daemon.core.journal import Journal, NoticeBox
 from wire_daemon.core.store import StateStore
+from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
 
 
 class FakeDriver:
@@ -130,7 +130,9 @@ def test_dry_run_makes_no_call_and_says_what_it_would_do(world):
 def test_cloud_errors_become_notes_not_exceptions(world):
     clock, driver, store, guarded = world
     cloud = guarded()
-    driver.fail_launch = CloudQuotaError("ec2", "run_instances", "InstanceLimitExceeded: too many", code="InstanceLimitExceeded")
+    driver.fail_launch = CloudQuotaError(
+        "ec2", "run_instances", "InstanceLimitExceeded: too many", code="InstanceLimitExceeded"
+    )
     assert cloud.launch(2) == []
     (note,) = notes_of(cloud)
     assert note.startswith("cloud error (quota) launching 2")
@@ -208,14 +210,31 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_a_daemon_killed_between_launch_and_record_adopts_instead_of_duplicating(tmp_path, moto_endpoint, network, ownership, boto_client):
+def test_a_daemon_killed_between_launch_and_record_adopts_instead_of_duplicating(
+    tmp_path, moto_endpoint, network, ownership, boto_client
+):
     from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver, make_client
 
     state_path = tmp_path / "state.sqlite"
-    env = os.environ | {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = os.environ | {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, moto_endpoint, network.image_id, network.subnet_id, ownership.pool, str(state_path)],
-        stdout=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            moto_endpoint,
+            network.image_id,
+            network.subnet_id,
+            ownership.pool,
+            str(state_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         assert child.stdout.readline().strip() == "LAUNCHED"
@@ -224,7 +243,13 @@ def test_a_daemon_killed_between_launch_and_record_adopts_instead_of_duplicating
         child.wait(timeout=30)
 
     os.environ.update({k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")})
-    config = Ec2Config(region="us-east-1", image_id=network.image_id, instance_type="c5.xlarge", subnet_id=network.subnet_id, endpoint_url=moto_endpoint)
+    config = Ec2Config(
+        region="us-east-1",
+        image_id=network.image_id,
+        instance_type="c5.xlarge",
+        subnet_id=network.subnet_id,
+        endpoint_url=moto_endpoint,
+    )
     driver = Ec2Driver(config, ownership, "#!/bin/sh\ntrue\n", make_client(config))
     store = StateStore(state_path)
     assert len(store.open_requests()) == 1 and store.instances() == []

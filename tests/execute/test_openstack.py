@@ -50,7 +50,14 @@ def load(name: str) -> dict:
 
 
 def nova_error(status: int, message: str) -> tuple[int, dict]:
-    key = {400: "badRequest", 403: "forbidden", 404: "itemNotFound", 409: "conflictingRequest", 413: "overLimit", 429: "overLimit"}
+    key = {
+        400: "badRequest",
+        403: "forbidden",
+        404: "itemNotFound",
+        409: "conflictingRequest",
+        413: "overLimit",
+        429: "overLimit",
+    }
     return status, {key.get(status, "computeFault"): {"code": status, "message": message}}
 
 
@@ -71,7 +78,11 @@ class FakeNova:
         self._template = load("nova_server.json")["server"]
         mocker.post(f"{IDENTITY}/auth/tokens", json=self._token)
         mocker.get(COMPUTE, json=load("nova_version.json"))
-        mocker.get(f"{COMPUTE}/flavors/m1.large", status_code=404, json=nova_error(404, "Flavor m1.large could not be found.")[1])
+        mocker.get(
+            f"{COMPUTE}/flavors/m1.large",
+            status_code=404,
+            json=nova_error(404, "Flavor m1.large could not be found.")[1],
+        )
         mocker.get(f"{COMPUTE}/flavors/m9.missing", status_code=404, json=nova_error(404, "Flavor not found.")[1])
         mocker.get(f"{COMPUTE}/flavors/detail", json=load("nova_flavors.json"))
         mocker.get(f"{COMPUTE}/servers/detail", json=self._list)
@@ -91,7 +102,9 @@ class FakeNova:
         for index, server in enumerate(self.servers.values()):
             if server["status"] == "BUILD":
                 server["status"] = "ACTIVE"
-                server["addresses"] = {"wire-net": [{"version": 4, "addr": f"10.30.1.{index + 10}", "OS-EXT-IPS:type": "fixed"}]}
+                server["addresses"] = {
+                    "wire-net": [{"version": 4, "addr": f"10.30.1.{index + 10}", "OS-EXT-IPS:type": "fixed"}]
+                }
 
     def fail(self, method: str, what: str, *answers) -> None:
         self.before.setdefault((method, what), []).extend(answers)
@@ -113,7 +126,13 @@ class FakeNova:
         assert auth["password"]["user"]["password"] == PASSWORD
         if self.token_status != 201:
             context.status_code = self.token_status
-            return {"error": {"code": self.token_status, "title": "Unauthorized", "message": "The request you have made requires authentication."}}
+            return {
+                "error": {
+                    "code": self.token_status,
+                    "title": "Unauthorized",
+                    "message": "The request you have made requires authentication.",
+                }
+            }
         context.status_code = 201
         context.headers["X-Subject-Token"] = "gAAAAAB-fake-keystone-token"
         return load("keystone_v3_token.json")
@@ -141,7 +160,15 @@ class FakeNova:
         if self.posts - 1 in self.lost_create_replies:
             raise requests.exceptions.ReadTimeout("reply lost")
         context.status_code = 202
-        return {"server": {"id": server_id, "links": [], "OS-DCF:diskConfig": "MANUAL", "security_groups": [{"name": "wire-workers"}], "adminPass": "x"}}
+        return {
+            "server": {
+                "id": server_id,
+                "links": [],
+                "OS-DCF:diskConfig": "MANUAL",
+                "security_groups": [{"name": "wire-workers"}],
+                "adminPass": "x",
+            }
+        }
 
     def _delete(self, request, context):
         injected = self._injected("DELETE", "server", context)
@@ -206,16 +233,29 @@ def user_data(ownership):
 
 @pytest.fixture
 def driver(os_config, ownership, user_data, retrier):
-    def make(owner: Ownership | None = None, conn=None, config: OpenStackConfig | None = None, **policy) -> OpenStackDriver:
+    def make(
+        owner: Ownership | None = None, conn=None, config: OpenStackConfig | None = None, **policy
+    ) -> OpenStackDriver:
         return OpenStackDriver(
-            config or os_config, owner or ownership, user_data, conn or connection(), retrier(**policy), clock=lambda: 1.7e9
+            config or os_config,
+            owner or ownership,
+            user_data,
+            conn or connection(),
+            retrier(**policy),
+            clock=lambda: 1.7e9,
         )
 
     return make
 
 
 def ours(ownership: Ownership, request_id: str, index: int, daemon: str = "daemon-a") -> dict:
-    return {TAG_POOL: ownership.pool, TAG_DAEMON: daemon, TAG_REQUEST: request_id, TAG_SLOTS: "4", TAG_INDEX: str(index)}
+    return {
+        TAG_POOL: ownership.pool,
+        TAG_DAEMON: daemon,
+        TAG_REQUEST: request_id,
+        TAG_SLOTS: "4",
+        TAG_INDEX: str(index),
+    }
 
 
 def test_launch_creates_named_servers_with_metadata_and_user_data(nova, driver, ownership, user_data):
@@ -330,7 +370,12 @@ def test_restart_with_a_clouds_yaml_connection(nova, os_config, ownership, user_
 
 
 def test_throttled_listing_backs_off_then_succeeds(nova, driver, fake_time):
-    nova.fail("GET", "servers", nova_error(429, "This request was rate-limited."), nova_error(429, "This request was rate-limited."))
+    nova.fail(
+        "GET",
+        "servers",
+        nova_error(429, "This request was rate-limited."),
+        nova_error(429, "This request was rate-limited."),
+    )
 
     assert driver().list_instances() == []
     assert len(fake_time.sleeps) == 2
@@ -357,7 +402,9 @@ def test_server_errors_and_conflicts_are_retried(nova, driver, ownership, fake_t
 
 
 def test_quota_exceeded_stops_the_launch_and_reports_what_was_created(nova, driver, fake_time):
-    nova.create_answers[1] = nova_error(403, "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances")
+    nova.create_answers[1] = nova_error(
+        403, "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances"
+    )
 
     with pytest.raises(CloudQuotaError) as caught:
         driver().launch(3, "req-quota")

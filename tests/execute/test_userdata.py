@@ -20,7 +20,9 @@ from wire_daemon.execute.userdata import (
 )
 
 TOKEN = "eyJhbGciOiJFUzI1NiIsImtpZCI6IlBPT0wifQ.eyJzdWIiOiJ3b3JrZXJAcG9vbCJ9.c2lnbmF0dXJlLW5vdC1yZWFs"
-SSM = WorkerConfig(cloud="ec2", pool="montage", condor_host="cm.example.org:9618", token_source="/wire/montage/condor-token")
+SSM = WorkerConfig(
+    cloud="ec2", pool="montage", condor_host="cm.example.org:9618", token_source="/wire/montage/condor-token"
+)
 BARBICAN = WorkerConfig(
     cloud="openstack",
     pool="montage",
@@ -56,7 +58,11 @@ def test_execute_config_has_the_knobs_a_worker_needs():
 
     assert k["use role"] == ["get_htcondor_execute"]
     assert k["CONDOR_HOST"] == "cm.example.org:9618"
-    for knob in ("SEC_DEFAULT_AUTHENTICATION_METHODS", "SEC_DAEMON_AUTHENTICATION_METHODS", "SEC_CLIENT_AUTHENTICATION_METHODS"):
+    for knob in (
+        "SEC_DEFAULT_AUTHENTICATION_METHODS",
+        "SEC_DAEMON_AUTHENTICATION_METHODS",
+        "SEC_CLIENT_AUTHENTICATION_METHODS",
+    ):
         assert k[knob] == "IDTOKENS"
     assert k["SEC_TOKEN_DIRECTORY"] == "/etc/condor/tokens.d"
     assert k["NUM_SLOTS"] == "4" and k["NUM_CPUS"] == "4"
@@ -69,7 +75,9 @@ def test_execute_config_has_the_knobs_a_worker_needs():
 
 
 def test_partitionable_slots_and_extra_lines():
-    config = WorkerConfig(**{**SSM.__dict__, "slot_mode": "partitionable", "slots": 8, "extra_config": ("STARTER_DEBUG = D_FULLDEBUG",)})
+    config = WorkerConfig(
+        **{**SSM.__dict__, "slot_mode": "partitionable", "slots": 8, "extra_config": ("STARTER_DEBUG = D_FULLDEBUG",)}
+    )
     k = knobs(render_execute_config(config))
 
     assert k["use feature"] == ["PartitionableSlot"]
@@ -93,7 +101,9 @@ def test_user_data_parses_and_installs_config_boot_script_and_dead_man_switch():
     "config",
     [
         SSM,
-        WorkerConfig(**{**SSM.__dict__, "token_delivery": "secretsmanager", "token_source": "wire/montage/condor-token"}),
+        WorkerConfig(
+            **{**SSM.__dict__, "token_delivery": "secretsmanager", "token_source": "wire/montage/condor-token"}
+        ),
         BARBICAN,
         WorkerConfig(**{**BARBICAN.__dict__, "token_delivery": "file", "token_source": "/mnt/config/wire/pool.token"}),
     ],

@@ -19,18 +19,24 @@ def stamp(when: float) -> str:
 
 
 def submit(cluster: int, when: float, node: str) -> str:
-    return (f"000 ({cluster:03d}.000.000) {stamp(when)} Job submitted from host: <10.0.0.1:9618?addrs=10.0.0.1-9618>\n"
-            f"    DAG Node: {node}\n...\n")
+    return (
+        f"000 ({cluster:03d}.000.000) {stamp(when)} Job submitted from host: <10.0.0.1:9618?addrs=10.0.0.1-9618>\n"
+        f"    DAG Node: {node}\n...\n"
+    )
 
 
 def execute(cluster: int, when: float, host: str = "10.0.0.5", alias: str = "worker1") -> str:
-    return (f"001 ({cluster:03d}.000.000) {stamp(when)} Job executing on host: "
-            f"<{host}:9618?addrs={host}-9618&alias={alias}>\n...\n")
+    return (
+        f"001 ({cluster:03d}.000.000) {stamp(when)} Job executing on host: "
+        f"<{host}:9618?addrs={host}-9618&alias={alias}>\n...\n"
+    )
 
 
 def terminated(cluster: int, when: float, code: int = 0) -> str:
-    return (f"005 ({cluster:03d}.000.000) {stamp(when)} Job terminated.\n"
-            f"\t(1) Normal termination (return value {code})\n{_USAGE}...\n")
+    return (
+        f"005 ({cluster:03d}.000.000) {stamp(when)} Job terminated.\n"
+        f"\t(1) Normal termination (return value {code})\n{_USAGE}...\n"
+    )
 
 
 def held(cluster: int, when: float, reason: str = "held by test") -> str:

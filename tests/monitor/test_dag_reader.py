@@ -44,8 +44,11 @@ def test_real_dags_node_and_edge_counts(relative: str, nodes: int, edges: int) -
 def test_pegasus_node_attributes() -> None:
     dag = parse_dag(SUBMIT / "process_wf_success" / "process-0.dag")
     assert dag.names == [
-        "create_dir_process_0_local", "ls_ID0000001", "stage_out_local_local_0_0",
-        "cleanup_process_0_local", "register_local_0_0",
+        "create_dir_process_0_local",
+        "ls_ID0000001",
+        "stage_out_local_local_0_0",
+        "cleanup_process_0_local",
+        "register_local_0_0",
     ]
     stage_out = dag.node("stage_out_local_local_0_0")
     assert stage_out.file == "00/00/stage_out_local_local_0_0.sub"
@@ -113,7 +116,9 @@ def _write(tmp_path: Path, text: str, name: str = "t.dag") -> Path:
 
 
 def test_cycle_names_the_parent_line_and_the_nodes(tmp_path: Path) -> None:
-    path = _write(tmp_path, "JOB a a.sub\nJOB b b.sub\nJOB c c.sub\nPARENT a CHILD b\nPARENT b CHILD c\nPARENT c CHILD a\n")
+    path = _write(
+        tmp_path, "JOB a a.sub\nJOB b b.sub\nJOB c c.sub\nPARENT a CHILD b\nPARENT b CHILD c\nPARENT c CHILD a\n"
+    )
     with pytest.raises(InputError) as err:
         parse_dag(path)
     assert err.value.source == str(path)
@@ -165,11 +170,11 @@ def test_syntax_details(tmp_path: Path) -> None:
     text = (
         "# a comment \\\n"
         "job A a.sub DIR d1 NOOP\n"
-        "Job B \"b c.sub\" DONE\n"
+        'Job B "b c.sub" DONE\n'
         "JOB C {\n  executable = /bin/true\n  queue\n}\n"
         "PARENT A B \\\n   CHILD C\n"
         "RETRY ALL_NODES 2\nRETRY B 5 UNLESS-EXIT 3\nPRIORITY ALL_NODES 7\n"
-        "VARS A x=\"has \\\"quotes\\\" and blanks\" y=\"2\"\n"
+        'VARS A x="has \\"quotes\\" and blanks" y="2"\n'
         "SCRIPT DEFER 4 60 POST A post.sh $RETURN\n"
         "parent A child C\n"
     )
@@ -188,7 +193,10 @@ def test_syntax_details(tmp_path: Path) -> None:
 def test_splices_are_expanded(tmp_path: Path) -> None:
     (tmp_path / "inner").mkdir()
     _write(tmp_path / "inner", "JOB x x.sub\nJOB y y.sub\nJOB z z.sub\nPARENT x CHILD y z\n", "inner.dag")
-    outer = _write(tmp_path, "JOB start s.sub\nSPLICE S inner.dag DIR inner\nJOB end e.sub\nPARENT start CHILD S\nPARENT S CHILD end\n")
+    outer = _write(
+        tmp_path,
+        "JOB start s.sub\nSPLICE S inner.dag DIR inner\nJOB end e.sub\nPARENT start CHILD S\nPARENT S CHILD end\n",
+    )
     dag = parse_dag(outer)
     assert dag.names == ["start", "S+x", "S+y", "S+z", "end"]
     assert dag.node("S+x").directory == "inner"

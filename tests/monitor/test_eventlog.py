@@ -10,50 +10,112 @@ from pathlib import Path
 
 import pytest
 
+from wire_daemon.core.events import EventKind
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.eventlog import EventLogReader
 from wire_daemon.monitor.eventmap import EventLogFollower
 from wire_daemon.monitor.eventtime import YearGuess, iso_seconds
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.submit_dir import workflow_from_submit_dir
-from wire_daemon.core.events import EventKind
-from wire_daemon.core.instances import Instance
 
 from .conftest import EVENTLOG, LSST
 
 EVENT_COUNTS = {
     "eventlog/icecube_held_aborted_job.log": {
-        "SUBMIT": 60, "EXECUTE": 40, "IMAGE_SIZE": 67, "SHADOW_EXCEPTION": 10, "JOB_HELD": 10,
-        "JOB_EVICTED": 10, "JOB_ABORTED": 30, "JOB_TERMINATED": 20,
+        "SUBMIT": 60,
+        "EXECUTE": 40,
+        "IMAGE_SIZE": 67,
+        "SHADOW_EXCEPTION": 10,
+        "JOB_HELD": 10,
+        "JOB_EVICTED": 10,
+        "JOB_ABORTED": 30,
+        "JOB_TERMINATED": 20,
     },
     "eventlog/icecube_large_job.log": {
-        "SUBMIT": 491, "EXECUTE": 469, "IMAGE_SIZE": 4480, "JOB_TERMINATED": 378, "SHADOW_EXCEPTION": 43,
-        "JOB_HELD": 43, "JOB_ABORTED": 111, "JOB_EVICTED": 45, "JOB_DISCONNECTED": 1, "JOB_RECONNECT_FAILED": 1,
+        "SUBMIT": 491,
+        "EXECUTE": 469,
+        "IMAGE_SIZE": 4480,
+        "JOB_TERMINATED": 378,
+        "SHADOW_EXCEPTION": 43,
+        "JOB_HELD": 43,
+        "JOB_ABORTED": 111,
+        "JOB_EVICTED": 45,
+        "JOB_DISCONNECTED": 1,
+        "JOB_RECONNECT_FAILED": 1,
     },
     "eventlog/naudzyk_filetransfer_job.log": {
-        "SUBMIT": 8, "EXECUTE": 8, "IMAGE_SIZE": 14, "JOB_TERMINATED": 8, "FILE_TRANSFER": 8,
+        "SUBMIT": 8,
+        "EXECUTE": 8,
+        "IMAGE_SIZE": 14,
+        "JOB_TERMINATED": 8,
+        "FILE_TRANSFER": 8,
     },
     "eventlog/lsst_tiny_problems.nodes.log": {
-        "SUBMIT": 6, "EXECUTE": 6, "JOB_TERMINATED": 5, "JOB_EVICTED": 1, "JOB_ABORTED": 1, "POST_SCRIPT_TERMINATED": 1,
+        "SUBMIT": 6,
+        "EXECUTE": 6,
+        "JOB_TERMINATED": 5,
+        "JOB_EVICTED": 1,
+        "JOB_ABORTED": 1,
+        "POST_SCRIPT_TERMINATED": 1,
     },
-    "eventlog/lsst_noop_failed_1.nodes.log": {"SUBMIT": 29, "EXECUTE": 28, "JOB_TERMINATED": 29, "POST_SCRIPT_TERMINATED": 1},
-    "eventlog/lsst_test_pipelines_check.nodes.log": {"SUBMIT": 5, "EXECUTE": 5, "JOB_TERMINATED": 5, "POST_SCRIPT_TERMINATED": 1},
+    "eventlog/lsst_noop_failed_1.nodes.log": {
+        "SUBMIT": 29,
+        "EXECUTE": 28,
+        "JOB_TERMINATED": 29,
+        "POST_SCRIPT_TERMINATED": 1,
+    },
+    "eventlog/lsst_test_pipelines_check.nodes.log": {
+        "SUBMIT": 5,
+        "EXECUTE": 5,
+        "JOB_TERMINATED": 5,
+        "POST_SCRIPT_TERMINATED": 1,
+    },
     "eventlog/htcondor_test_condor.log": {
-        "SUBMIT": 42, "EXECUTE": 35, "EXECUTABLE_ERROR": 48, "CHECKPOINTED": 53, "JOB_EVICTED": 35,
-        "JOB_TERMINATED": 43, "IMAGE_SIZE": 32, "SHADOW_EXCEPTION": 28, "GENERIC": 35, "JOB_ABORTED": 40,
-        "JOB_SUSPENDED": 31, "JOB_UNSUSPENDED": 49, "JOB_HELD": 48, "JOB_RELEASED": 43, "NODE_EXECUTE": 42,
-        "NODE_TERMINATED": 40, "POST_SCRIPT_TERMINATED": 41, "GLOBUS_SUBMIT": 46, "GLOBUS_SUBMIT_FAILED": 41,
-        "GLOBUS_RESOURCE_UP": 38, "GLOBUS_RESOURCE_DOWN": 35, "JOB_DISCONNECTED": 3, "JOB_RECONNECTED": 1,
+        "SUBMIT": 42,
+        "EXECUTE": 35,
+        "EXECUTABLE_ERROR": 48,
+        "CHECKPOINTED": 53,
+        "JOB_EVICTED": 35,
+        "JOB_TERMINATED": 43,
+        "IMAGE_SIZE": 32,
+        "SHADOW_EXCEPTION": 28,
+        "GENERIC": 35,
+        "JOB_ABORTED": 40,
+        "JOB_SUSPENDED": 31,
+        "JOB_UNSUSPENDED": 49,
+        "JOB_HELD": 48,
+        "JOB_RELEASED": 43,
+        "NODE_EXECUTE": 42,
+        "NODE_TERMINATED": 40,
+        "POST_SCRIPT_TERMINATED": 41,
+        "GLOBUS_SUBMIT": 46,
+        "GLOBUS_SUBMIT_FAILED": 41,
+        "GLOBUS_RESOURCE_UP": 38,
+        "GLOBUS_RESOURCE_DOWN": 35,
+        "JOB_DISCONNECTED": 3,
+        "JOB_RECONNECTED": 1,
         "JOB_RECONNECT_FAILED": 2,
     },
-    "dagman/ctrl_bps_htcondor/tiny_running/tiny_running.dag.nodes.log": {"SUBMIT": 3, "EXECUTE": 3, "JOB_TERMINATED": 1},
-    "dagman/ctrl_bps_htcondor/noop_running_1/noop_running_1.dag.nodes.log": {"SUBMIT": 20, "EXECUTE": 19, "JOB_TERMINATED": 9},
+    "dagman/ctrl_bps_htcondor/tiny_running/tiny_running.dag.nodes.log": {
+        "SUBMIT": 3,
+        "EXECUTE": 3,
+        "JOB_TERMINATED": 1,
+    },
+    "dagman/ctrl_bps_htcondor/noop_running_1/noop_running_1.dag.nodes.log": {
+        "SUBMIT": 20,
+        "EXECUTE": 19,
+        "JOB_TERMINATED": 9,
+    },
 }
 TOTALS = {
-    "eventlog/icecube_held_aborted_job.log": 247, "eventlog/icecube_large_job.log": 6062,
-    "eventlog/naudzyk_filetransfer_job.log": 46, "eventlog/lsst_tiny_problems.nodes.log": 20,
-    "eventlog/lsst_noop_failed_1.nodes.log": 87, "eventlog/lsst_test_pipelines_check.nodes.log": 16,
+    "eventlog/icecube_held_aborted_job.log": 247,
+    "eventlog/icecube_large_job.log": 6062,
+    "eventlog/naudzyk_filetransfer_job.log": 46,
+    "eventlog/lsst_tiny_problems.nodes.log": 20,
+    "eventlog/lsst_noop_failed_1.nodes.log": 87,
+    "eventlog/lsst_test_pipelines_check.nodes.log": 16,
     "eventlog/htcondor_test_condor.log": 851,
 }
 
@@ -116,7 +178,11 @@ def test_dag_node_log_to_task_outcomes() -> None:
     follower = EventLogFollower(LSST / "tiny_problems" / "tiny_problems.dag.nodes.log")
     events = follower.poll()
     assert Counter(e.kind for e in events) == {
-        EventKind.SUBMITTED: 6, EventKind.STARTED: 6, EventKind.FINISHED: 5, EventKind.EVICTED: 1, EventKind.ABORTED: 1,
+        EventKind.SUBMITTED: 6,
+        EventKind.STARTED: 6,
+        EventKind.FINISHED: 5,
+        EventKind.EVICTED: 1,
+        EventKind.ABORTED: 1,
     }
     state = RunState(workflow)
     for event in events:
@@ -191,7 +257,9 @@ def test_events_of_an_unknown_cluster_are_skipped_with_one_warning(tmp_path: Pat
     events = follower.poll()
     assert "provisioningJob" not in {e.task_id for e in events} and len(events) == 15
     assert follower.mapper.skipped == 3
-    assert follower.problems.messages == [f"{log}:~4: events of job cluster 9229 skipped: its submit event was not seen"]
+    assert follower.problems.messages == [
+        f"{log}:~4: events of job cluster 9229 skipped: its submit event was not seen"
+    ]
 
 
 def test_execute_hosts_resolve_to_instances() -> None:

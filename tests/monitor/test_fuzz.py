@@ -18,8 +18,20 @@ from .conftest import EVENTLOG, KICKSTART, SUBMIT
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 
-JUNK = [b"Junk here\n", b"...\n", b"\x00\xff\xfe", b"000 (", b"005 (1.0.0) 13/45 99:99:99 Job terminated.\n...\n",
-        b"\n\n", b"- invocation: [\n", b"<invocation>", b"PARENT x CHILD\n", b"JOB\n", b'"', b"\\\n"]
+JUNK = [
+    b"Junk here\n",
+    b"...\n",
+    b"\x00\xff\xfe",
+    b"000 (",
+    b"005 (1.0.0) 13/45 99:99:99 Job terminated.\n...\n",
+    b"\n\n",
+    b"- invocation: [\n",
+    b"<invocation>",
+    b"PARENT x CHILD\n",
+    b"JOB\n",
+    b'"',
+    b"\\\n",
+]
 
 
 @st.composite

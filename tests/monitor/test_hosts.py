@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.instances import Instance
 from wire_daemon.monitor.hosts import HostMap, address_keys, parse_sinful
 from wire_daemon.monitor.kickstart import read_kickstart
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.core.events import EventKind, TaskEvent
-from wire_daemon.core.instances import Instance
 
 from .conftest import SUBMIT
 
-LSST_SLOT = "<10.0.0.33:9618?addrs=10.0.0.33-9618+[2601-248-8500-b50--d234]-9618&alias=test02&noUDP&sock=startd_1499_c48e>"
+LSST_SLOT = (
+    "<10.0.0.33:9618?addrs=10.0.0.33-9618+[2601-248-8500-b50--d234]-9618&alias=test02&noUDP&sock=startd_1499_c48e>"
+)
 
 
 def test_parse_sinful() -> None:
     sinful = parse_sinful(LSST_SLOT)
     assert sinful is not None
     assert (sinful.host, sinful.port, sinful.addrs, sinful.alias) == (
-        "10.0.0.33", 9618, ("10.0.0.33", "2601:248:8500:b50::d234"), "test02",
+        "10.0.0.33",
+        9618,
+        ("10.0.0.33", "2601:248:8500:b50::d234"),
+        "test02",
     )
     assert parse_sinful("<[2001:db8::1]:9618>").host == "2001:db8::1"  # type: ignore[union-attr]
     assert parse_sinful("10.0.0.1") is None
@@ -30,11 +35,13 @@ def test_address_keys() -> None:
 
 
 def test_host_map_resolves_every_spelling() -> None:
-    hosts = HostMap([
-        Instance("i-a", 0.0, 4, address="10.0.0.33"),
-        Instance("i-b", 0.0, 4, address="ip-10-0-0-7.us-west-2.compute.internal"),
-        Instance("i-c", 0.0, 4, address="2001:db8::5"),
-    ])
+    hosts = HostMap(
+        [
+            Instance("i-a", 0.0, 4, address="10.0.0.33"),
+            Instance("i-b", 0.0, 4, address="ip-10-0-0-7.us-west-2.compute.internal"),
+            Instance("i-c", 0.0, 4, address="2001:db8::5"),
+        ]
+    )
     assert hosts.resolve(LSST_SLOT) == "i-a"
     assert hosts.resolve("<10.0.0.7:9618?addrs=10.0.0.7-9618&alias=ip-10-0-0-7.us-west-2.compute.internal>") == "i-b"
     assert hosts.resolve("10.0.0.7") == "i-b" and hosts.resolve("slot1@ip-10-0-0-7") == "i-b"

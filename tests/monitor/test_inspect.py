@@ -13,11 +13,45 @@ from wire_daemon.cli.main import main
 from .conftest import LSST, SUBMIT
 
 INNER = "hierarchical_wf_success/00/00/blackdiamond_diamond_subworkflow.000"
-TOP_KEYS = {"version", "submit_dir", "workflow", "dag", "source", "source_file", "events", "now", "now_from",
-            "dag_finished", "dag_exit_code", "counts", "stages", "running", "sub_workflows", "warnings"}
-STAGE_KEYS = {"stage_id", "name", "transformation", "on_pool", "tasks", "done", "running", "idle", "held",
-              "not_ready", "completed_in_model", "median_exec_s", "transfer_s", "a0", "a1", "size_groups",
-              "policy", "policies", "predicted_occupancy_s"}
+TOP_KEYS = {
+    "version",
+    "submit_dir",
+    "workflow",
+    "dag",
+    "source",
+    "source_file",
+    "events",
+    "now",
+    "now_from",
+    "dag_finished",
+    "dag_exit_code",
+    "counts",
+    "stages",
+    "running",
+    "sub_workflows",
+    "warnings",
+}
+STAGE_KEYS = {
+    "stage_id",
+    "name",
+    "transformation",
+    "on_pool",
+    "tasks",
+    "done",
+    "running",
+    "idle",
+    "held",
+    "not_ready",
+    "completed_in_model",
+    "median_exec_s",
+    "transfer_s",
+    "a0",
+    "a1",
+    "size_groups",
+    "policy",
+    "policies",
+    "predicted_occupancy_s",
+}
 
 COUNTS = {  # dir: (tasks, done, running, idle, held, not ready), events, DAGMan exit code (None: not finished)
     "process_wf_success": ((5, 5, 0, 0, 0, 0), 15, 0),
@@ -55,8 +89,13 @@ def test_json_on_every_pegasus_fixture(capsys: pytest.CaptureFixture[str], name:
 def test_failed_with_retry_stage_is_idle_and_the_done_stage_has_its_model(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, str(SUBMIT / "process_wf_failure"))
     ls = _stage(data, "ls")
-    assert (ls["idle"], ls["done"], ls["on_pool"], ls["policy"], ls["policies"]) == (1, 0, True, "not-started",
-                                                                                      {"not-started": 1})
+    assert (ls["idle"], ls["done"], ls["on_pool"], ls["policy"], ls["policies"]) == (
+        1,
+        0,
+        True,
+        "not-started",
+        {"not-started": 1},
+    )
     mkdir = _stage(data, "pegasus::dirmanager")
     assert (mkdir["done"], mkdir["on_pool"], mkdir["policy"], mkdir["completed_in_model"]) == (1, False, "done", 1)
     assert mkdir["median_exec_s"] == pytest.approx(2.22) and mkdir["transfer_s"] == pytest.approx(0.78)
@@ -71,8 +110,13 @@ def test_held_and_aborted_job_is_not_ready_again(capsys: pytest.CaptureFixture[s
 
 def test_hierarchical_lists_its_sub_workflow(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, str(SUBMIT / "hierarchical_wf_success"))
-    assert data["sub_workflows"] == [{"node": "pegasus-plan_diamond_subworkflow",
-                                      "submit_dir": "00/00/blackdiamond_diamond_subworkflow.000", "dag": "inner.dag"}]
+    assert data["sub_workflows"] == [
+        {
+            "node": "pegasus-plan_diamond_subworkflow",
+            "submit_dir": "00/00/blackdiamond_diamond_subworkflow.000",
+            "dag": "inner.dag",
+        }
+    ]
     dagman = _stage(data, "condor::dagman")
     assert (dagman["done"], dagman["on_pool"], dagman["median_exec_s"]) == (1, False, 186.0)
     failed = _json(capsys, str(SUBMIT / "hierarchical_wf_failure"))

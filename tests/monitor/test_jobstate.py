@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from wire_daemon.core.events import EventKind
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.jobstate import JobstateMapper, JobstateReader, parse_jobstate_line
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.submit_dir import workflow_from_submit_dir
-from wire_daemon.core.events import EventKind
 
 from .conftest import SUBMIT
 
@@ -20,7 +20,14 @@ def test_line_formats() -> None:
     line = parse_jobstate_line("1677913809 ls_ID0000001 SUBMIT 9.0 condorpool - 2", 12)
     assert line is not None
     assert (line.time, line.job, line.state, line.condor_id, line.site, line.remote_id, line.submit_seq, line.line) == (
-        1677913809.0, "ls_ID0000001", "SUBMIT", "9.0", "condorpool", None, 2, 12,
+        1677913809.0,
+        "ls_ID0000001",
+        "SUBMIT",
+        "9.0",
+        "condorpool",
+        None,
+        2,
+        12,
     )
     failure = parse_jobstate_line("1677913864 ls_ID0000001 JOB_FAILURE 2 condorpool - 2")
     assert failure is not None and (failure.exit_code, failure.condor_id) == (2, None)
@@ -43,8 +50,12 @@ def test_failed_with_retry() -> None:
     state, events = _outcomes("process_wf_failure")
     ls = [e for e in events if e.task_id == "ls_ID0000001"]
     assert [(e.kind, e.exit_code) for e in ls] == [
-        (EventKind.SUBMITTED, None), (EventKind.STARTED, None), (EventKind.FINISHED, 2),
-        (EventKind.SUBMITTED, None), (EventKind.STARTED, None), (EventKind.FINISHED, 2),
+        (EventKind.SUBMITTED, None),
+        (EventKind.STARTED, None),
+        (EventKind.FINISHED, 2),
+        (EventKind.SUBMITTED, None),
+        (EventKind.STARTED, None),
+        (EventKind.FINISHED, 2),
     ]
     assert ls[2].time == 1677913860  # the JOB_TERMINATED time, not when monitord saw the failure
     i = state.workflow.index_of("ls_ID0000001")

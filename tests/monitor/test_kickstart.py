@@ -20,7 +20,12 @@ def test_pegasus5_yaml_record_with_multipart_sections() -> None:
     out = read_kickstart(INNER / "preprocess_ID0000001.out.000", problems)
     assert out is not None and problems.messages == []
     (record,) = out.records
-    assert (record.format, record.transformation, record.derivation, record.resource) == ("yaml", "preprocess", "ID0000001", "condorpool")
+    assert (record.format, record.transformation, record.derivation, record.resource) == (
+        "yaml",
+        "preprocess",
+        "ID0000001",
+        "condorpool",
+    )
     assert (record.hostname, record.hostaddr) == ("workflow.isi.edu", "128.9.46.53")
     assert (record.duration, record.main_duration) == (20.109, 20.006)
     pacific = timezone(timedelta(hours=-8))
@@ -70,17 +75,31 @@ def test_xml_file_with_forty_clustered_records_killed_by_signals() -> None:
     assert out is not None and len(out.records) == 40
     first = out.records[0]
     assert (first.status, first.signal, first.exit_code, first.raw_status) == ("signalled", 11, -11, 139)
-    assert (first.transformation, first.hostname, first.main_duration) == ("scec::seismogram_synthesis:1.0", "abe0203-ib0", 7.407)
+    assert (first.transformation, first.hostname, first.main_duration) == (
+        "scec::seismogram_synthesis:1.0",
+        "abe0203-ib0",
+        7.407,
+    )
 
 
 def test_cluster_summary_lines() -> None:
     out = read_kickstart(KICKSTART / "cluster" / "cluster_summary_failed.out")
     assert out is not None
     (summary,) = out.summaries
-    assert (summary.kind, summary.get("stat"), summary.get("tasks"), summary.get("failed")) == ("cluster-summary", "ok", 1, 1)
+    assert (summary.kind, summary.get("stat"), summary.get("tasks"), summary.get("failed")) == (
+        "cluster-summary",
+        "ok",
+        1,
+        1,
+    )
     assert summary.get("duration") == 1.019 and summary.get("app") == "./pegasus-mpi-cluster"
     (task,) = out.tasks
-    assert (task.get("name"), task.get("status"), task.get("hostname"), task.get("memory")) == ("A", 0, "gideon.isi.edu", 5)
+    assert (task.get("name"), task.get("status"), task.get("hostname"), task.get("memory")) == (
+        "A",
+        0,
+        "gideon.isi.edu",
+        5,
+    )
     seq = read_kickstart(KICKSTART / "cluster" / "seqexec-ok.out")
     assert seq is not None and [(s.kind, s.get("succeeded")) for s in seq.summaries] == [("seqexec-summary", 1)]
     stat = read_kickstart(KICKSTART / "cluster" / "cluster_summary_stat.out")
@@ -121,11 +140,18 @@ def test_record_missing_fields_still_reads(tmp_path: Path) -> None:
     path.write_text("- invocation: True\n  hostname: w1\n  mainjob:\n    status:\n      raw: 256\n")
     (record,) = read_kickstart(path).records  # type: ignore[union-attr]
     assert (record.hostname, record.status, record.exit_code, record.main_duration, record.maxrss_bytes) == (
-        "w1", "regular", 1, None, None,
+        "w1",
+        "regular",
+        1,
+        None,
+        None,
     )
 
 
 def test_empty_record_of_a_held_job() -> None:
     problems = Problems()
-    assert read_kickstart(SUBMIT / "sample_wf_held" / "00" / "00" / "chebi_drug_loader_ID0000001.out.000", problems) is None
+    assert (
+        read_kickstart(SUBMIT / "sample_wf_held" / "00" / "00" / "chebi_drug_loader_ID0000001.out.000", problems)
+        is None
+    )
     assert "empty kickstart record" in problems.messages[0]

@@ -44,7 +44,7 @@ def test_pegasus_sub_workflow_submit_file() -> None:
 def test_submit_file_syntax_and_bad_lines() -> None:
     problems = Problems()
     text = (
-        "# c\nUniverse = Vanilla\nrequest_memory = 2 GB\narguments = \"-a \\\n  b\"\nMY.Foo = 2.5\n"
+        '# c\nUniverse = Vanilla\nrequest_memory = 2 GB\narguments = "-a \\\n  b"\nMY.Foo = 2.5\n'
         "+Bar = undefined\nthis is not a command\nqueue 3\n"
     )
     sub = parse_submit_text(text, "x.sub", problems)
@@ -61,8 +61,16 @@ def test_unreadable_submit_file_warns(tmp_path: Path) -> None:
 
 def test_braindump() -> None:
     dump = read_braindump(INNER / "braindump.yml")
-    assert (dump.wf_uuid, dump.root_wf_uuid) == ("160be601-bda4-45fb-86cd-9cf7a269bb22", "48f759a4-165f-47d6-8c32-571649ce311b")
-    assert (dump.dag, dump.condor_log, dump.jobstate_log, dump.wf_name) == ("inner.dag", "inner.log", "jobstate.log", "blackdiamond-0")
+    assert (dump.wf_uuid, dump.root_wf_uuid) == (
+        "160be601-bda4-45fb-86cd-9cf7a269bb22",
+        "48f759a4-165f-47d6-8c32-571649ce311b",
+    )
+    assert (dump.dag, dump.condor_log, dump.jobstate_log, dump.wf_name) == (
+        "inner.dag",
+        "inner.log",
+        "jobstate.log",
+        "blackdiamond-0",
+    )
     assert not dump.is_root and read_braindump(HIER / "braindump.yml").is_root
 
 
@@ -120,10 +128,16 @@ def test_inner_diamond_stages() -> None:
     members = {s.name: sorted(wf.task_ids[i] for i in m) for s, m in zip(wf.stages, wf.stage_members())}
     assert members["findrange"] == ["findrange_ID0000002", "findrange_ID0000003"]
     assert members["pegasus::transfer#1"] == [
-        "stage_in_local_local_0_0", "stage_in_local_local_1_0", "stage_in_local_local_2_0", "stage_in_remote_local_0_0",
+        "stage_in_local_local_0_0",
+        "stage_in_local_local_1_0",
+        "stage_in_local_local_2_0",
+        "stage_in_remote_local_0_0",
     ]
     assert sorted(wf.task_ids[i] for i in np.flatnonzero(wf.on_pool)) == [
-        "analyze_ID0000004", "findrange_ID0000002", "findrange_ID0000003", "preprocess_ID0000001",
+        "analyze_ID0000004",
+        "findrange_ID0000002",
+        "findrange_ID0000003",
+        "preprocess_ID0000001",
     ]
 
 
@@ -178,15 +192,27 @@ def test_plain_dagman_dir_without_submit_files() -> None:
     # 27 nodes less the SERVICE node; FINAL is a child of every sink.
     assert (wf.n_tasks, wf.n_edges) == (26, 41)
     assert wf.transformation[wf.index_of("wms_group_order1_val1a")] == "condor::dagman"
-    assert [r.node for r in found.sub_workflows] == ["wms_group_order1_val1a", "wms_group_order1_val1b", "wms_group_order1_val1c"]
+    assert [r.node for r in found.sub_workflows] == [
+        "wms_group_order1_val1a",
+        "wms_group_order1_val1b",
+        "wms_group_order1_val1c",
+    ]
     assert all(r.dag_path is not None and r.dag_path.is_file() for r in found.sub_workflows)
-    assert problems.messages == [f"{found.dag.path}: 24 node submit file(s) not found; those nodes use the naming rules"]
+    assert problems.messages == [
+        f"{found.dag.path}: 24 node submit file(s) not found; those nodes use the naming rules"
+    ]
 
 
 @pytest.mark.parametrize(
     "name, transformation",
-    [("findrange_ID0000002", "findrange"), ("stage_in_remote_local_0_0", "stage_in"), ("clean_up_local_level_3_0", "cleanup"),
-     ("pegasus-plan_diamond_subworkflow", "pegasus-plan"), ("label1_val1a_7", "label1_val1a"), ("pipetaskInit", "pipetaskInit")],
+    [
+        ("findrange_ID0000002", "findrange"),
+        ("stage_in_remote_local_0_0", "stage_in"),
+        ("clean_up_local_level_3_0", "cleanup"),
+        ("pegasus-plan_diamond_subworkflow", "pegasus-plan"),
+        ("label1_val1a_7", "label1_val1a"),
+        ("pipetaskInit", "pipetaskInit"),
+    ],
 )
 def test_transformation_from_name(name: str, transformation: str) -> None:
     assert transformation_from_name(name) == transformation

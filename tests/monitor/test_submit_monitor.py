@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.kickstart import read_kickstart
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.submit_monitor import MemoryPositionStore, SubmitDirMonitor, time_ordered
-from wire_daemon.core.events import EventKind, TaskEvent
 
 from . import condor_log_text as text
 from .conftest import LSST, SUBMIT
@@ -35,8 +35,16 @@ def _statuses(state: RunState) -> dict[str, TaskStatus]:
 
 
 def _snapshot(state: RunState) -> tuple:
-    arrays = (state.status, state.start_time, state.finish_time, state.occupancy_s, state.exec_s,
-              state.transfer_s, state.attempts, state.submit_seq)
+    arrays = (
+        state.status,
+        state.start_time,
+        state.finish_time,
+        state.occupancy_s,
+        state.exec_s,
+        state.transfer_s,
+        state.attempts,
+        state.submit_seq,
+    )
     return tuple(np.nan_to_num(a, nan=-1.0).tolist() for a in arrays) + (state.completion_order, dict(state.host))
 
 
@@ -51,16 +59,26 @@ def _copy(tmp_path: Path, source: Path) -> Path:
 EXPECTED = {
     # dir: (events per kind, statuses of the tasks named, counts of all statuses)
     "process_wf_success": ({"submitted": 5, "started": 5, "finished": 5}, {"ls_ID0000001": D}, {D: 5}),
-    "process_wf_failure": ({"submitted": 3, "started": 3, "finished": 3},
-                           {"create_dir_process_0_local": D, "ls_ID0000001": I, "stage_out_local_local_0_0": W},
-                           {D: 1, I: 1, W: 3}),
-    "sample_wf_held": ({"submitted": 3, "started": 3, "finished": 2, "evicted": 1, "held": 1, "aborted": 1},
-                       {"chebi_drug_loader_ID0000001": W, "stage_in_local_local_0_0": D}, {D: 2, W: 6}),
-    "hierarchical_wf_success": ({"submitted": 11, "started": 11, "finished": 11},
-                                {"pegasus-plan_diamond_subworkflow": D, "cleanup_hierarchical-workflow_0_local": W},
-                                {D: 11, W: 2}),
-    "hierarchical_wf_failure": ({"submitted": 6, "started": 6, "finished": 6},
-                                {"pegasus-plan_diamond_subworkflow": W, "curl_ID0000001": D}, {D: 6, W: 7}),
+    "process_wf_failure": (
+        {"submitted": 3, "started": 3, "finished": 3},
+        {"create_dir_process_0_local": D, "ls_ID0000001": I, "stage_out_local_local_0_0": W},
+        {D: 1, I: 1, W: 3},
+    ),
+    "sample_wf_held": (
+        {"submitted": 3, "started": 3, "finished": 2, "evicted": 1, "held": 1, "aborted": 1},
+        {"chebi_drug_loader_ID0000001": W, "stage_in_local_local_0_0": D},
+        {D: 2, W: 6},
+    ),
+    "hierarchical_wf_success": (
+        {"submitted": 11, "started": 11, "finished": 11},
+        {"pegasus-plan_diamond_subworkflow": D, "cleanup_hierarchical-workflow_0_local": W},
+        {D: 11, W: 2},
+    ),
+    "hierarchical_wf_failure": (
+        {"submitted": 6, "started": 6, "finished": 6},
+        {"pegasus-plan_diamond_subworkflow": W, "curl_ID0000001": D},
+        {D: 6, W: 7},
+    ),
 }
 
 
@@ -83,8 +101,10 @@ def test_fixture_dirs_reconstruct_task_states(name: str) -> None:
 def test_failed_job_with_retry_gets_each_attempts_kickstart_record() -> None:
     monitor = SubmitDirMonitor(SUBMIT / "process_wf_failure")
     finished = [e for e in monitor.poll_events() if e.kind == EventKind.FINISHED and e.task_id == "ls_ID0000001"]
-    records = [read_kickstart(SUBMIT / "process_wf_failure" / "00" / "00" / f"ls_ID0000001.out.00{i}").records[0]
-               for i in (0, 1)]
+    records = [
+        read_kickstart(SUBMIT / "process_wf_failure" / "00" / "00" / f"ls_ID0000001.out.00{i}").records[0]
+        for i in (0, 1)
+    ]
     assert [e.exit_code for e in finished] == [2, 2]
     assert [e.exec_runtime_s for e in finished] == [r.main_duration for r in records]
     assert [e.peak_memory_bytes for e in finished] == [r.maxrss_bytes for r in records] != [None, None]
@@ -98,8 +118,13 @@ def test_failed_job_with_retry_gets_each_attempts_kickstart_record() -> None:
 def test_held_then_aborted_job() -> None:
     monitor = SubmitDirMonitor(SUBMIT / "sample_wf_held")
     events = [e for e in monitor.poll_events() if e.task_id == "chebi_drug_loader_ID0000001"]
-    assert [e.kind for e in events] == [EventKind.SUBMITTED, EventKind.STARTED, EventKind.EVICTED,
-                                        EventKind.HELD, EventKind.ABORTED]
+    assert [e.kind for e in events] == [
+        EventKind.SUBMITTED,
+        EventKind.STARTED,
+        EventKind.EVICTED,
+        EventKind.HELD,
+        EventKind.ABORTED,
+    ]
     assert [e.time for e in events] == [1678036247, 1678036280, 1678036282, 1678036282, 1678036326]
 
 
@@ -116,7 +141,10 @@ def test_hierarchical_parent_and_its_sub_workflow() -> None:
     parent = SubmitDirMonitor(SUBMIT / "hierarchical_wf_success")
     (ref,) = parent.submit_dir.sub_workflows
     assert (ref.node, ref.submit_dir, ref.dag_path.name) == (
-        "pegasus-plan_diamond_subworkflow", SUBMIT / INNER, "inner.dag")
+        "pegasus-plan_diamond_subworkflow",
+        SUBMIT / INNER,
+        "inner.dag",
+    )
     assert not parent.dag_status().finished  # its jobstate.log stops before DAGMAN_FINISHED
 
 
@@ -133,10 +161,15 @@ def test_dir_without_event_log_or_jobstate_says_so_once() -> None:
 
 def _write_process_failure_log(path: Path, t: float = 1677913789.0) -> None:
     path.write_text(
-        text.submit(8, t, "create_dir_process_0_local") + text.execute(8, t + 4, "10.0.0.9", "submit")
-        + text.terminated(8, t + 7) + text.submit(9, t + 20, "ls_ID0000001") + text.execute(9, t + 70)
-        + text.terminated(9, t + 71, 2) + text.submit(10, t + 85, "ls_ID0000001")
-        + text.execute(10, t + 85, "10.0.0.6", "worker2") + text.terminated(10, t + 86, 2)
+        text.submit(8, t, "create_dir_process_0_local")
+        + text.execute(8, t + 4, "10.0.0.9", "submit")
+        + text.terminated(8, t + 7)
+        + text.submit(9, t + 20, "ls_ID0000001")
+        + text.execute(9, t + 70)
+        + text.terminated(9, t + 71, 2)
+        + text.submit(10, t + 85, "ls_ID0000001")
+        + text.execute(10, t + 85, "10.0.0.6", "worker2")
+        + text.terminated(10, t + 86, 2)
     )
 
 
@@ -149,8 +182,11 @@ def test_event_log_is_preferred_and_hosts_become_instance_ids(tmp_path: Path) ->
     events = monitor.poll_events()
     assert monitor.source == "eventlog" and monitor.source_file == wf / "process-0.log"
     started = [e.host for e in events if e.kind == EventKind.STARTED]
-    assert started == ["<10.0.0.9:9618?addrs=10.0.0.9-9618&alias=submit>", "i-0001",
-                       "<10.0.0.6:9618?addrs=10.0.0.6-9618&alias=worker2>"]  # unknown hosts kept as written
+    assert started == [
+        "<10.0.0.9:9618?addrs=10.0.0.9-9618&alias=submit>",
+        "i-0001",
+        "<10.0.0.6:9618?addrs=10.0.0.6-9618&alias=worker2>",
+    ]  # unknown hosts kept as written
     finished = [e for e in events if e.kind == EventKind.FINISHED]
     assert [e.exec_runtime_s for e in finished] == [pytest.approx(2.22), 0.003, 0.003]
     assert len(monitor.hosts.problems.messages) == 2  # one warning per unknown address
@@ -162,8 +198,9 @@ def test_kickstart_not_rotated_yet_or_missing(tmp_path: Path) -> None:
     (jobs / "ls_ID0000001.out.001").rename(jobs / "ls_ID0000001.out")  # POST script not run yet
     (jobs / "create_dir_process_0_local.out.000").unlink()  # record not there (yet)
     monitor = SubmitDirMonitor(wf)
-    finished = {(e.task_id, e.exit_code, e.exec_runtime_s) for e in monitor.poll_events()
-                if e.kind == EventKind.FINISHED}
+    finished = {
+        (e.task_id, e.exit_code, e.exec_runtime_s) for e in monitor.poll_events() if e.kind == EventKind.FINISHED
+    }
     assert finished == {("create_dir_process_0_local", 0, None), ("ls_ID0000001", 2, 0.003)}
     assert (monitor.kickstart_found, monitor.kickstart_missing) == (2, 1)
 
@@ -225,8 +262,11 @@ def test_restart_between_retries_keeps_the_attempt_count(tmp_path: Path) -> None
     (wf / "jobstate.log").write_bytes(data)
     second = SubmitDirMonitor(wf, store=store)
     assert second.resumed
-    memory = [e.peak_memory_bytes for e in first + second.poll_events() if e.task_id == "ls_ID0000001"
-              and e.kind == EventKind.FINISHED]
+    memory = [
+        e.peak_memory_bytes
+        for e in first + second.poll_events()
+        if e.task_id == "ls_ID0000001" and e.kind == EventKind.FINISHED
+    ]
     assert memory == [2696 * 1024, 2532 * 1024]  # maxrss of .out.000, then of .out.001
 
 
@@ -255,8 +295,10 @@ def test_unusable_saved_position_warns_and_reads_from_the_start(tmp_path: Path) 
     wf = _copy(tmp_path, SUBMIT / "process_wf_success")
     store = MemoryPositionStore()
     monitor = SubmitDirMonitor(wf, store=store)
-    store.save_position(monitor.key, {"version": 1, "source": "jobstate", "file": "jobstate.log",
-                                      "reader": {"position": {"offset": -4}}})
+    store.save_position(
+        monitor.key,
+        {"version": 1, "source": "jobstate", "file": "jobstate.log", "reader": {"position": {"offset": -4}}},
+    )
     problems = Problems()
     assert len(SubmitDirMonitor(wf, store=store, problems=problems).poll_events()) == 15
     assert problems.messages[0].startswith(monitor.key + ": saved read position unusable")
@@ -301,10 +343,18 @@ def test_events_come_in_time_order_but_a_task_keeps_its_own_order() -> None:
     def ev(t: float, kind: EventKind, task: str) -> TaskEvent:
         return TaskEvent(t, kind, task)
 
-    events = [ev(5, EventKind.SUBMITTED, "a"), ev(4, EventKind.STARTED, "a"), ev(3, EventKind.SUBMITTED, "b"),
-              ev(6, EventKind.FINISHED, "a")]
+    events = [
+        ev(5, EventKind.SUBMITTED, "a"),
+        ev(4, EventKind.STARTED, "a"),
+        ev(3, EventKind.SUBMITTED, "b"),
+        ev(6, EventKind.FINISHED, "a"),
+    ]
     assert [(e.task_id, e.kind) for e in time_ordered(events)] == [
-        ("b", EventKind.SUBMITTED), ("a", EventKind.SUBMITTED), ("a", EventKind.STARTED), ("a", EventKind.FINISHED)]
+        ("b", EventKind.SUBMITTED),
+        ("a", EventKind.SUBMITTED),
+        ("a", EventKind.STARTED),
+        ("a", EventKind.FINISHED),
+    ]
 
 
 def test_a_store_that_fails_to_save_loses_nothing(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from wire_daemon.monitor.problems import Problems
 from wire_daemon.core.run_state import RunState
+from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_monitor import MemoryPositionStore, SubmitDirMonitor, SubmitRootMonitor, position_prefix
 
 from .conftest import SUBMIT
@@ -84,7 +84,8 @@ def test_sub_workflow_is_found_through_its_parent_and_each_is_forgotten_on_its_o
     assert list(monitor.workflows) == [str(inner.resolve())]
 
     (inner / "inner.dag.dagman.out").write_text(
-        "03/04/23 01:05:00 **** condor_scheduniv_exec.46.0 (condor_DAGMAN) pid 4242 EXITING WITH STATUS 0\n")
+        "03/04/23 01:05:00 **** condor_scheduniv_exec.46.0 (condor_DAGMAN) pid 4242 EXITING WITH STATUS 0\n"
+    )
     (update,) = monitor.poll()
     assert update.finished.exit_code == 0 and update.finished.source.endswith("inner.dag.dagman.out")
     assert monitor.workflows == {} and monitor.poll() == []

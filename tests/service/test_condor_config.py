@@ -52,7 +52,14 @@ def _condor_params(tmp_path: Path, includes: list[Path], keys: list[str]) -> sub
     top.write_text("\n".join(lines) + "\n")
     env = {**os.environ, "CONDOR_CONFIG": str(top)}
     env.pop("_CONDOR_LOCAL_CONFIG_FILE", None)
-    return subprocess.run([sys.executable, "-c", _PARAMS, json.dumps(keys)], capture_output=True, text=True, env=env, check=False, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", _PARAMS, json.dumps(keys)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +68,25 @@ def htcondor2_available() -> None:
 
 
 def test_htcondor_parses_both_snippets(htcondor2_available, tmp_path: Path) -> None:
-    keys = ["DAEMON_LIST", "WIRE", "WIRE_ARGS", "WIRE_USERID", "WIRE_ENVIRONMENT", "WIRE_LOG",
-            "MASTER_WIRE_BACKOFF_CEILING", "MAX_JOBS_RUNNING", "ALLOW_ADVERTISE_STARTD", "ALLOW_ADVERTISE_MASTER",
-            "SEC_DEFAULT_AUTHENTICATION_METHODS", "JOB_DEFAULT_LEASE_DURATION", "NEGOTIATOR_INTERVAL",
-            "DAGMAN_MAX_JOBS_SUBMITTED", "DAGMAN_MAX_SUBMITS_PER_INTERVAL", "TRUST_DOMAIN", "DC_DAEMON_LIST"]
+    keys = [
+        "DAEMON_LIST",
+        "WIRE",
+        "WIRE_ARGS",
+        "WIRE_USERID",
+        "WIRE_ENVIRONMENT",
+        "WIRE_LOG",
+        "MASTER_WIRE_BACKOFF_CEILING",
+        "MAX_JOBS_RUNNING",
+        "ALLOW_ADVERTISE_STARTD",
+        "ALLOW_ADVERTISE_MASTER",
+        "SEC_DEFAULT_AUTHENTICATION_METHODS",
+        "JOB_DEFAULT_LEASE_DURATION",
+        "NEGOTIATOR_INTERVAL",
+        "DAGMAN_MAX_JOBS_SUBMITTED",
+        "DAGMAN_MAX_SUBMITS_PER_INTERVAL",
+        "TRUST_DOMAIN",
+        "DC_DAEMON_LIST",
+    ]
     run = _condor_params(tmp_path, list(SNIPPETS), keys)
     assert run.returncode == 0, run.stderr
     p = json.loads(run.stdout.strip().splitlines()[-1])
@@ -151,9 +173,12 @@ def _check_strict(path: Path) -> dict[str, str]:
 
 def _undocumented_blocks(path: Path) -> list[str]:
     blocks = re.split(r"\n\s*\n", path.read_text())
-    return [b.strip().splitlines()[0] for b in blocks
-            if any(_ASSIGN.match(line.strip()) for line in b.splitlines())
-            and not any(line.strip().startswith("#") for line in b.splitlines())]
+    return [
+        b.strip().splitlines()[0]
+        for b in blocks
+        if any(_ASSIGN.match(line.strip()) for line in b.splitlines())
+        and not any(line.strip().startswith("#") for line in b.splitlines())
+    ]
 
 
 @pytest.mark.parametrize("path", SNIPPETS, ids=lambda p: p.name)
@@ -165,8 +190,12 @@ def test_strict_local_syntax_and_comments(path: Path) -> None:
 
 def test_strict_check_catches_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.conf"
-    for text, message in (("FOO bar\n", "not NAME = value"), ("# c\nA = $(B\n", r"unbalanced \$"),
-                          ('# c\nA = "x\n', "double quote"), ("# c\nA = 1\nA = 2\n", "set twice")):
+    for text, message in (
+        ("FOO bar\n", "not NAME = value"),
+        ("# c\nA = $(B\n", r"unbalanced \$"),
+        ('# c\nA = "x\n', "double quote"),
+        ("# c\nA = 1\nA = 2\n", "set twice"),
+    ):
         bad.write_text(text)
         with pytest.raises(AssertionError, match=message):
             _check_strict(bad)

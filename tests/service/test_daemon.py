@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from wire_daemon.cli.main import main
-from wire_daemon.service.daemon import Daemon
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.runtime.settings import load_settings
+from wire_daemon.service.daemon import Daemon
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "config.example.yaml"
 
@@ -27,8 +26,8 @@ def _config(tmp_path: Path, speedup: float = 1e6, extra: str = "") -> Path:
 site: {{kind: emulated, speedup: {speedup}}}
 emulation: {{time_scale: 20}}
 steering: {{charging_unit_s: 900}}
-state_path: {tmp_path / 'state.sqlite'}
-log: {{decisions_path: {tmp_path / 'decisions.jsonl'}}}
+state_path: {tmp_path / "state.sqlite"}
+log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
 {extra}
 """
     )
@@ -97,18 +96,30 @@ def test_status_before_any_run(tmp_path, capsys):
 
 def test_sigterm_finishes_the_iteration_and_exits(tmp_path):
     config = _config(tmp_path, speedup=90.0)  # 2 s of wall time per 180 s interval
-    proc = subprocess.Popen([sys.executable, "-m", "wire_daemon.cli.main", "run", "--config", str(config)], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wire_daemon.cli.main", "run", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     log = tmp_path / "decisions.jsonl"
     deadline = time.monotonic() + 60
     while (not log.exists() or not log.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    status = subprocess.run([sys.executable, "-m", "wire_daemon.cli.main", "status", "--config", str(config), "--json"], capture_output=True, text=True)
+    status = subprocess.run(
+        [sys.executable, "-m", "wire_daemon.cli.main", "status", "--config", str(config), "--json"],
+        capture_output=True,
+        text=True,
+    )
     assert json.loads(status.stdout)["daemon"] == "running"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0, proc.stderr.read()
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert records  # every finished iteration was persisted
-    status = subprocess.run([sys.executable, "-m", "wire_daemon.cli.main", "status", "--config", str(config), "--json"], capture_output=True, text=True)
+    status = subprocess.run(
+        [sys.executable, "-m", "wire_daemon.cli.main", "status", "--config", str(config), "--json"],
+        capture_output=True,
+        text=True,
+    )
     report = json.loads(status.stdout)
     assert report["daemon"] == "down" and report["workflow_finished"] is False
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import replace
 import socket
 import urllib.request
+from dataclasses import replace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,9 +15,23 @@ from wire_daemon.loop.mape import DecisionRecord
 from wire_daemon.service.metrics import KNOWN_LIMITS, Metrics, cloud_error_kinds
 
 RECORD = DecisionRecord(
-    time=540.0, policy="wire", done=5, running=17, idle=3, pool=5, target=4, planned=1,
-    launched=["i-1", "i-2"], released=["i-00005"], rule="shrink", upcoming_tasks=12,
-    upcoming_load_s=2072.5, prediction_policies={1: 37, 3: 44}, boosted=0, decision_s=0.0042, cost_units=23,
+    time=540.0,
+    policy="wire",
+    done=5,
+    running=17,
+    idle=3,
+    pool=5,
+    target=4,
+    planned=1,
+    launched=["i-1", "i-2"],
+    released=["i-00005"],
+    rule="shrink",
+    upcoming_tasks=12,
+    upcoming_load_s=2072.5,
+    prediction_policies={1: 37, 3: 44},
+    boosted=0,
+    decision_s=0.0042,
+    cost_units=23,
 )
 # What the loop and the guard publish around one decision, as typed events.
 EVENTS = [
@@ -64,10 +78,18 @@ def test_endpoint_reports_an_observed_record(served) -> None:
         metrics.notify(event)
     values = _scrape(port)
     expected = {
-        "wire_pool_instances": 5, "wire_target_instances": 4, "wire_busy_slots": 17, "wire_idle_tasks": 3,
-        "wire_upcoming_load_tasks": 12, "wire_upcoming_load_seconds": 2072.5, "wire_cost_units": 23,
-        "wire_last_decision_time_seconds": 540, "wire_decisions_total": 1, "wire_instances_launched_total": 2,
-        "wire_instances_released_total": 1, "wire_decision_seconds_count": 1,
+        "wire_pool_instances": 5,
+        "wire_target_instances": 4,
+        "wire_busy_slots": 17,
+        "wire_idle_tasks": 3,
+        "wire_upcoming_load_tasks": 12,
+        "wire_upcoming_load_seconds": 2072.5,
+        "wire_cost_units": 23,
+        "wire_last_decision_time_seconds": 540,
+        "wire_decisions_total": 1,
+        "wire_instances_launched_total": 2,
+        "wire_instances_released_total": 1,
+        "wire_decision_seconds_count": 1,
     }
     for name, value in expected.items():
         assert values[(name, ())] == pytest.approx(value), name

@@ -78,12 +78,20 @@ def test_pool_option_and_bad_pool_names(make_sites: ModuleType) -> None:
     for bad in ('a"b', "", "x y", "a\\b"):
         with pytest.raises(ValueError, match="pool name"):
             make_sites.build_catalog(pool=bad)
-    run = subprocess.run([sys.executable, str(SCRIPT), "--pool", 'a"b', "-o", "-"], capture_output=True, text=True, check=False, timeout=60)
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--pool", 'a"b', "-o", "-"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "pool name" in run.stderr
 
 
 def test_check_mode(tmp_path: Path) -> None:
-    run = subprocess.run([sys.executable, str(SCRIPT), "--check", str(SITES)], capture_output=True, text=True, check=False, timeout=60)
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--check", str(SITES)], capture_output=True, text=True, check=False, timeout=60
+    )
     assert run.returncode == 0, run.stderr
     assert "sites local, condorpool" in run.stdout
 
@@ -92,7 +100,9 @@ def test_full_pegasus_loader_if_installed() -> None:
     try:
         from Pegasus import site_catalog
     except ImportError:
-        pytest.skip("the full pegasus-wms package (Pegasus.site_catalog) is not installed; checked with Pegasus.api above")
+        pytest.skip(
+            "the full pegasus-wms package (Pegasus.site_catalog) is not installed; checked with Pegasus.api above"
+        )
     with SITES.open() as f:
         catalog = site_catalog.load(f)
     assert list(catalog.sites) == ["local", "condorpool"]

@@ -11,9 +11,9 @@ import pytest
 
 from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import InputError
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.replay import replay
 from wire_daemon.service.report import DPI, FIGSIZE_IN, load_decisions, render_report
-from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 EXPECTED_SIZE = (int(FIGSIZE_IN[0] * DPI), int(FIGSIZE_IN[1] * DPI))
 

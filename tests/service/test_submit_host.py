@@ -4,26 +4,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wire_daemon.core.config import EmulationConfig
-from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
-from wire_daemon.runtime.settings import CondorSettings, Settings, SiteSettings, CloudSettings
-from wire_daemon.core.config import SteeringConfig
-from wire_daemon.execute.guarded_cloud import SafetyConfig
-from wire_daemon.runtime.runtimes import SubmitHostRuntime
-from wire_lab.live_writer import WriterOptions, build_live
-from wire_daemon.core.journal import Journal, NoticeBox
+from wire_daemon.core.config import EmulationConfig, SteeringConfig
 from wire_daemon.core.instances import Instance
-from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations
+from wire_daemon.core.journal import Journal, NoticeBox
 from wire_daemon.core.store import StateStore
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
+from wire_daemon.execute.guarded_cloud import SafetyConfig
+from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations
+from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
+from wire_daemon.runtime.runtimes import SubmitHostRuntime
+from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings
+from wire_lab.live_writer import WriterOptions, build_live
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EPOCH = 1_700_000_000.0
 
 
 def _live(root: Path, name: str, trace: Path, label: str):
-    return build_live(load_trace(trace), root / name, EmulationConfig(initial_instances=2), 4, 3600.0,
-                      WriterOptions(epoch=EPOCH, label=label))
+    return build_live(
+        load_trace(trace),
+        root / name,
+        EmulationConfig(initial_instances=2),
+        4,
+        3600.0,
+        WriterOptions(epoch=EPOCH, label=label),
+    )
 
 
 def test_two_workflows_one_dag_and_a_finished_one_forgotten(tmp_path):
@@ -65,7 +70,9 @@ class FakeDriver:
         made = []
         for _ in range(count):
             self.launches += 1
-            instance = Instance(f"i-{self.launches}", EPOCH, 4, "running", f"10.0.0.{self.launches}", request_id=request_id or "")
+            instance = Instance(
+                f"i-{self.launches}", EPOCH, 4, "running", f"10.0.0.{self.launches}", request_id=request_id or ""
+            )
             self.live[instance.instance_id] = instance
             made.append(instance)
         return made

@@ -32,15 +32,21 @@ from pathlib import Path
 import pytest
 
 from wire_daemon.core.config import EmulationConfig
-from wire_daemon.execute.providers.base import TAG_POOL
-from wire_lab.live_writer import LiveEmulation, WriterOptions, build_live
 from wire_daemon.core.events import EventKind
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
+from wire_daemon.execute.providers.base import TAG_POOL
+from wire_lab.live_writer import LiveEmulation, WriterOptions, build_live
 
-ENV = os.environ | {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+ENV = os.environ | {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 SLOTS = 2
 MAX_INSTANCES = 4
-WORLD = EmulationConfig(boot_lag_s=2.0, negotiation_interval_s=0.5, submit_delay_s=0.1, time_scale=0.5, initial_instances=0)
+WORLD = EmulationConfig(
+    boot_lag_s=2.0, negotiation_interval_s=0.5, submit_delay_s=0.1, time_scale=0.5, initial_instances=0
+)
 
 
 # -- the world around the daemon --------------------------------------------------------
@@ -100,11 +106,17 @@ class MirroredWorld:
         return sum(1 for e in self.live.emitted if e.kind == EventKind.FINISHED and e.time <= virtual_t)
 
 
-def start_world(root: Path, ec2: object, pool: str, initial_instances: int = 0) -> tuple[MirroredWorld, threading.Thread]:
+def start_world(
+    root: Path, ec2: object, pool: str, initial_instances: int = 0
+) -> tuple[MirroredWorld, threading.Thread]:
     epoch = time.time()
     config = replace(WORLD, initial_instances=initial_instances)
     live = build_live(
-        load_trace(bundled_trace_path()), root / "montage-run0001", config, SLOTS, 15.0,
+        load_trace(bundled_trace_path()),
+        root / "montage-run0001",
+        config,
+        SLOTS,
+        15.0,
         WriterOptions(epoch=epoch, subsecond_times=True, label="montage"),
     )
     world = MirroredWorld(live, ec2, pool, epoch)
@@ -120,7 +132,7 @@ def write_config(tmp: Path, endpoint: str, network, pool: str, dry_run: bool = F
     path = tmp / "wire-daemon.yaml"
     path.write_text(
         f"""
-site: {{kind: condor, submit_root: {tmp / 'submit'}}}
+site: {{kind: condor, submit_root: {tmp / "submit"}}}
 condor: {{control: "off", settle_s: 0.5}}
 cloud:
   kind: ec2
@@ -130,8 +142,8 @@ cloud:
 steering: {{interval_s: 2, charging_unit_s: 15, slots_per_instance: {SLOTS}, max_instances: {MAX_INSTANCES},
            min_instances: 0, release_guard_s: 0.5}}
 safety: {{max_instances: {MAX_INSTANCES}, dry_run: {str(dry_run).lower()}}}
-state_path: {tmp / 'state.sqlite'}
-log: {{decisions_path: {tmp / 'decisions.jsonl'}}}
+state_path: {tmp / "state.sqlite"}
+log: {{decisions_path: {tmp / "decisions.jsonl"}}}
 """
     )
     return path
@@ -140,7 +152,9 @@ log: {{decisions_path: {tmp / 'decisions.jsonl'}}}
 def start_daemon(config: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "wire_daemon.cli.main", "run", "--config", str(config)],
-        env=ENV, stderr=subprocess.PIPE, text=True,
+        env=ENV,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -152,8 +166,13 @@ def stop_daemon(proc: subprocess.Popen) -> str:
 
 
 def status(config: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "wire_daemon.cli.main", "status", "--config", str(config), "--json"],
-                          capture_output=True, text=True, env=ENV, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "wire_daemon.cli.main", "status", "--config", str(config), "--json"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -203,7 +222,12 @@ def test_run_on_a_submit_host_with_moto(tmp_path, moto_endpoint, network, boto_c
     daemon = start_daemon(config)
     try:
         # Checkpoint 1: the pool has grown and the status follows the run.
-        wait_for(lambda: len(world.seen) >= 2 and world.done_by(time.time() - world.epoch) >= 10, 300, "the pool to grow", world)
+        wait_for(
+            lambda: len(world.seen) >= 2 and world.done_by(time.time() - world.epoch) >= 10,
+            300,
+            "the pool to grow",
+            world,
+        )
         check_status(config, world, tasks)
 
         # SIGTERM mid-run: the iteration ends, the state persists, the instances stay up.
@@ -220,8 +244,12 @@ def test_run_on_a_submit_host_with_moto(tmp_path, moto_endpoint, network, boto_c
         check_status(config, world, tasks)
 
         wait_for(lambda: world.live.finished, 600, "the workflow to finish", world)
-        wait_for(lambda: all(s in ("shutting-down", "terminated") for s in world.seen.values()), 300,
-                 "the pool to be released once the workflow is done", world)
+        wait_for(
+            lambda: all(s in ("shutting-down", "terminated") for s in world.seen.values()),
+            300,
+            "the pool to be released once the workflow is done",
+            world,
+        )
         time.sleep(3)  # one more iteration: its record lists the last terminations
         final = status(config)
         assert final["stages"] == [] and final["pool"] == []  # the finished workflow is forgotten

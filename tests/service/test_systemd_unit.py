@@ -67,7 +67,9 @@ def _verify(systemd_analyze: str, unit_dir: Path) -> subprocess.CompletedProcess
     copy = unit_dir / "wire-daemon.service"
     copy.write_text(stand_in)
     env = {**os.environ, "SYSTEMD_COLORS": "0", "SYSTEMD_PAGER": ""}
-    return subprocess.run([systemd_analyze, "verify", str(copy)], capture_output=True, text=True, env=env, check=False, timeout=120)
+    return subprocess.run(
+        [systemd_analyze, "verify", str(copy)], capture_output=True, text=True, env=env, check=False, timeout=120
+    )
 
 
 def test_unit_verifies_without_warnings(systemd_analyze: str, tmp_path: Path) -> None:
@@ -105,13 +107,29 @@ def _settings(path: Path) -> dict[str, list[str]]:
 def test_unit_settings() -> None:
     s = _settings(UNIT)
     expected = {
-        "User": "wire", "Group": "wire", "ExecStart": EXEC_START, "ExecReload": "/bin/kill -HUP $MAINPID",
-        "Restart": "on-failure", "KillSignal": "SIGTERM", "EnvironmentFile": "-/etc/wire-daemon/env",
-        "StateDirectory": "wire-daemon", "LogsDirectory": "wire-daemon", "ProtectSystem": "strict",
-        "ProtectHome": "true", "PrivateTmp": "true", "NoNewPrivileges": "true", "PrivateDevices": "true",
-        "ProtectKernelTunables": "true", "ProtectKernelModules": "true", "ProtectKernelLogs": "true",
-        "ProtectControlGroups": "true", "RestrictSUIDSGID": "true", "LockPersonality": "true",
-        "RestrictRealtime": "true", "RestrictNamespaces": "true", "SystemCallArchitectures": "native",
+        "User": "wire",
+        "Group": "wire",
+        "ExecStart": EXEC_START,
+        "ExecReload": "/bin/kill -HUP $MAINPID",
+        "Restart": "on-failure",
+        "KillSignal": "SIGTERM",
+        "EnvironmentFile": "-/etc/wire-daemon/env",
+        "StateDirectory": "wire-daemon",
+        "LogsDirectory": "wire-daemon",
+        "ProtectSystem": "strict",
+        "ProtectHome": "true",
+        "PrivateTmp": "true",
+        "NoNewPrivileges": "true",
+        "PrivateDevices": "true",
+        "ProtectKernelTunables": "true",
+        "ProtectKernelModules": "true",
+        "ProtectKernelLogs": "true",
+        "ProtectControlGroups": "true",
+        "RestrictSUIDSGID": "true",
+        "LockPersonality": "true",
+        "RestrictRealtime": "true",
+        "RestrictNamespaces": "true",
+        "SystemCallArchitectures": "native",
         "CapabilityBoundingSet": "",
     }
     for key, value in expected.items():
@@ -128,13 +146,24 @@ def test_drop_in_binds_the_submit_root_read_only() -> None:
 
 
 def test_env_example_holds_no_secret() -> None:
-    allowed = {"AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_PROFILE", "AWS_DEFAULT_REGION",
-               "OS_CLIENT_CONFIG_FILE", "OS_CLOUD", "_CONDOR_SEC_TOKEN_DIRECTORY", "CONDOR_CONFIG"}
-    assignments = [line.lstrip("#") for line in ENV_EXAMPLE.read_text().splitlines()
-                   if re.match(r"^#?[A-Z_][A-Z0-9_]*=", line)]
+    allowed = {
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_REGION",
+        "OS_CLIENT_CONFIG_FILE",
+        "OS_CLOUD",
+        "_CONDOR_SEC_TOKEN_DIRECTORY",
+        "CONDOR_CONFIG",
+    }
+    assignments = [
+        line.lstrip("#") for line in ENV_EXAMPLE.read_text().splitlines() if re.match(r"^#?[A-Z_][A-Z0-9_]*=", line)
+    ]
     assert assignments, "the example documents no variable"
     for line in assignments:
         name, _, value = line.partition("=")
         assert name in allowed, line
         assert not re.search(r"(?i)secret|password|token=|AKIA|ASIA", name + "=" + value), line
-    assert not any(re.match(r"^[A-Z_]+=", line) for line in ENV_EXAMPLE.read_text().splitlines()), "every value stays commented out"
+    assert not any(re.match(r"^[A-Z_]+=", line) for line in ENV_EXAMPLE.read_text().splitlines()), (
+        "every value stays commented out"
+    )

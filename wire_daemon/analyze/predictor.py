@@ -38,6 +38,7 @@ from wire_daemon.ports.prediction import (
     Prediction,
 )
 
+
 @dataclass(frozen=True)
 class StageModel:
     """One stage's model, for status and verbose output."""
@@ -238,9 +239,7 @@ class OnlinePredictor:
         out.remaining_s[rest] = median
         out.policy[idx] = POLICY_RUNNING_ONLY
 
-    def _policies_3_to_5(
-        self, out: Prediction, stage: _Stage, state: RunState, now: float, idx: np.ndarray
-    ) -> None:
+    def _policies_3_to_5(self, out: Prediction, stage: _Stage, state: RunState, now: float, idx: np.ndarray) -> None:
         status = state.status[idx]
         execs = np.empty(idx.size)
         policy = np.empty(idx.size, dtype=np.int8)

@@ -6,16 +6,16 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
+from wire_daemon.cli.service_commands import add_service_commands
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import WireError
-from wire_daemon.runtime.policies import POLICY_NAMES
-from wire_daemon.runtime.replay import ReplayResult, compare, replay
-from wire_daemon.service.render import format_decision, format_table
-from wire_daemon.cli.service_commands import add_service_commands
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
+from wire_daemon.runtime.policies import POLICY_NAMES
+from wire_daemon.runtime.replay import ReplayResult, compare
+from wire_daemon.service.render import format_decision, format_table
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,31 +32,54 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wire-daemon", description="Online-prediction autoscaler for Pegasus/HTCondor workflows.")
+    parser = argparse.ArgumentParser(
+        prog="wire-daemon", description="Online-prediction autoscaler for Pegasus/HTCondor workflows."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     rp = sub.add_parser("replay", help="replay a workflow trace on the emulated site and report cost and makespan")
     rp.add_argument("trace", nargs="?", help="WfFormat trace (.json or .json.gz); default: the bundled Montage trace")
     rp.add_argument("--policy", choices=POLICY_NAMES, default="wire")
     rp.add_argument("--compare", action="store_true", help="run every policy side by side")
-    rp.add_argument("--charging-unit", type=float, default=60.0, metavar="MIN", help="charging unit u in minutes (default 60)")
-    rp.add_argument("--interval", type=float, default=180.0, metavar="SEC", help="MAPE interval = launch lag, seconds (default 180)")
-    rp.add_argument("--boot-lag", type=float, default=None, metavar="SEC", help="instance boot lag, seconds (default: the interval)")
+    rp.add_argument(
+        "--charging-unit", type=float, default=60.0, metavar="MIN", help="charging unit u in minutes (default 60)"
+    )
+    rp.add_argument(
+        "--interval", type=float, default=180.0, metavar="SEC", help="MAPE interval = launch lag, seconds (default 180)"
+    )
+    rp.add_argument(
+        "--boot-lag", type=float, default=None, metavar="SEC", help="instance boot lag, seconds (default: the interval)"
+    )
     rp.add_argument("--slots", type=int, default=4, metavar="N", help="slots per instance (default 4)")
     rp.add_argument("--max-instances", type=int, default=12, metavar="N", help="pool size limit (default 12)")
-    rp.add_argument("--time-scale", type=float, default=1.0, metavar="K", help="multiply every task's runtime and transfer time by K")
-    rp.add_argument("--bandwidth", type=float, default=125.0, metavar="MB/S", help="per-slot transfer bandwidth (default 125 MB/s)")
+    rp.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="K",
+        help="multiply every task's runtime and transfer time by K",
+    )
+    rp.add_argument(
+        "--bandwidth", type=float, default=125.0, metavar="MB/S", help="per-slot transfer bandwidth (default 125 MB/s)"
+    )
     rp.add_argument("--seed", type=int, default=0, help="order of ready siblings (default 0)")
     rp.add_argument("--no-boost", action="store_true", help="do not raise the priority of each stage's first tasks")
     rp.add_argument("--json", action="store_true", help="print one JSON object")
     rp.add_argument("--verbose", action="store_true", help="print every interval's decision")
-    rp.add_argument("--decisions-out", metavar="FILE", help="write each policy's decisions as JSON lines (FILE, or FILE.<policy> with --compare), for `wire-daemon report`")
+    rp.add_argument(
+        "--decisions-out",
+        metavar="FILE",
+        help="write each policy's decisions as JSON lines (FILE, or FILE.<policy> with --compare), for `wire-daemon report`",
+    )
     rp.set_defaults(handler=_replay)
     add_service_commands(sub)
     ip = sub.add_parser("inspect", help="show the stages, task states, predictions and running tasks of a submit dir")
     ip.add_argument("submit_dir", metavar="SUBMIT_DIR", help="a Pegasus (or DAGMan) submit directory")
     ip.add_argument("--json", action="store_true", help="print one JSON object (shape: docs/monitor.md)")
-    ip.add_argument("--wall-clock", action="store_true",
-                    help="measure elapsed times against the current time, not the last event (live dirs)")
+    ip.add_argument(
+        "--wall-clock",
+        action="store_true",
+        help="measure elapsed times against the current time, not the last event (live dirs)",
+    )
     ip.set_defaults(handler=_inspect)
     return parser
 
@@ -104,9 +127,11 @@ def _replay(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_json(path, workflow.n_tasks, config, results, args.verbose), indent=2))
         return 0
-    print(f"trace {path.name}: {workflow.n_tasks} tasks, {len(workflow.stages)} stages; "
-          f"u = {args.charging_unit:g} min, interval {args.interval:g} s, {args.slots} slots x {args.max_instances} instances, "
-          f"time scale {args.time_scale:g}")
+    print(
+        f"trace {path.name}: {workflow.n_tasks} tasks, {len(workflow.stages)} stages; "
+        f"u = {args.charging_unit:g} min, interval {args.interval:g} s, {args.slots} slots x {args.max_instances} instances, "
+        f"time scale {args.time_scale:g}"
+    )
     if args.verbose:
         for result in results.values():
             _print_decisions(result)

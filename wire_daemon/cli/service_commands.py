@@ -7,12 +7,13 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from wire_daemon.service.render import format_decision
-from wire_daemon.runtime.settings import Settings, load_settings
 from wire_daemon.core.store import StateStore
+from wire_daemon.runtime.settings import Settings, load_settings
+from wire_daemon.service.render import format_decision
 
 
 def add_service_commands(sub: Any) -> None:
@@ -39,10 +40,14 @@ def add_service_commands(sub: Any) -> None:
     decisions.add_argument("--follow", action="store_true", help="keep printing new decisions")
     decisions.set_defaults(handler=_decisions)
 
-    report = sub.add_parser("report", help="draw a PNG timeline (pool, tasks, predicted load, cost) from a decisions log")
+    report = sub.add_parser(
+        "report", help="draw a PNG timeline (pool, tasks, predicted load, cost) from a decisions log"
+    )
     report.add_argument("decisions_log", nargs="?", help="a decisions log (JSON lines) of the daemon or of a replay")
     report.add_argument("--config", help="read the daemon's decisions log (rotated files too) named in this config")
-    report.add_argument("--out", default="wire-daemon-report.png", help="PNG to write (default: wire-daemon-report.png)")
+    report.add_argument(
+        "--out", default="wire-daemon-report.png", help="PNG to write (default: wire-daemon-report.png)"
+    )
     report.add_argument("--title", default="", help="title above the plots (default: the log's name)")
     report.set_defaults(handler=_report)
 
@@ -136,16 +141,26 @@ def render_status(report: dict[str, Any]) -> str:
     if "time" not in report:
         return "\n".join(lines + ["no decision yet"])
     last = report["last_decision"]
-    lines.append(f"loop time {report['time']:.0f} s; cost so far {report['cost_units']} units; "
-                 f"remaining work over the pool ~{report['remaining_makespan_estimate_s']:.0f} s")
+    lines.append(
+        f"loop time {report['time']:.0f} s; cost so far {report['cost_units']} units; "
+        f"remaining work over the pool ~{report['remaining_makespan_estimate_s']:.0f} s"
+    )
     lines.append(f"last decision: target {last['target']} (planned {last['planned']}): {last['rule']}")
     lines.append("pool:")
     for i in report["pool"]:
-        lines.append(f"  {i['instance_id']:<14} {i['state']:<8} age {i['age_s']:>8.0f} s  busy {i['busy_slots']}/{i['slots']}  next charge in {i['next_charge_in_s']:>6.0f} s")
+        lines.append(
+            f"  {i['instance_id']:<14} {i['state']:<8} age {i['age_s']:>8.0f} s  busy {i['busy_slots']}/{i['slots']}  next charge in {i['next_charge_in_s']:>6.0f} s"
+        )
     lines.append("stages:")
     for s in report["stages"]:
-        predicted = "" if s.get("predicted_occupancy_s") is None else f"  predicted {s['predicted_occupancy_s']:>7.1f} s (policy {s['prediction_policy']})"
-        lines.append(f"  {s['stage']:<24} done {s['done']:>5}/{s['tasks']:<5} running {s['running']:>4} idle {s['idle']:>5} not ready {s['not_ready']:>5}{predicted}")
+        predicted = (
+            ""
+            if s.get("predicted_occupancy_s") is None
+            else f"  predicted {s['predicted_occupancy_s']:>7.1f} s (policy {s['prediction_policy']})"
+        )
+        lines.append(
+            f"  {s['stage']:<24} done {s['done']:>5}/{s['tasks']:<5} running {s['running']:>4} idle {s['idle']:>5} not ready {s['not_ready']:>5}{predicted}"
+        )
     return "\n".join(lines)
 
 
@@ -172,7 +187,9 @@ def _decisions(args: argparse.Namespace) -> int:
 
 def follow_decisions(path: Path, since: float, follow: bool, poll_s: float = 1.0) -> Iterator[dict[str, Any]]:
     """Decisions from the log (rotated files first), then new ones as they come when following."""
-    files = sorted(path.parent.glob(path.name + ".*"), key=lambda p: -int(p.suffix[1:]) if p.suffix[1:].isdigit() else 0)
+    files = sorted(
+        path.parent.glob(path.name + ".*"), key=lambda p: -int(p.suffix[1:]) if p.suffix[1:].isdigit() else 0
+    )
     for older in files:
         yield from _records(older, since)
     offset = 0

@@ -141,7 +141,7 @@ class ReplayConfig:
     emulation: EmulationConfig = field(default_factory=EmulationConfig)
     pfa: PFAConfig = field(default_factory=PFAConfig)
 
-    def validate(self) -> "ReplayConfig":
+    def validate(self) -> ReplayConfig:
         self.prediction.validate()
         self.steering.validate()
         self.emulation.validate()

@@ -80,14 +80,14 @@ class CloudError(WireError):
         return line or "no detail given"
 
     @classmethod
-    def of_kind(cls, kind: str) -> type["CloudError"]:
+    def of_kind(cls, kind: str) -> type[CloudError]:
         """The CloudError subclass for a kind name (the base class for an unknown kind)."""
         for sub in CloudError.__subclasses__():
             if sub.kind == kind:
                 return sub
         return CloudError
 
-    def again(self, detail: str) -> "CloudError":
+    def again(self, detail: str) -> CloudError:
         """The same error with a new detail (e.g. after retries ran out)."""
         return type(self)(self.provider, self.operation, detail, self.code, self.partial)
 

@@ -12,9 +12,9 @@ Two views of an instance, kept apart on purpose:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, Iterable, Sequence
 
 from wire_daemon.core.errors import WireError
 

@@ -15,8 +15,8 @@ change of ``status`` goes through ``_set_status``; nothing else may write it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from enum import IntEnum
-from typing import Iterable
 
 import numpy as np
 

@@ -17,9 +17,10 @@ import json
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.instances import LifecycleState
@@ -102,7 +103,7 @@ class StateStore:
                 self._db.execute(_V1_STATES)
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
-    def _transaction(self) -> "_Tx":
+    def _transaction(self) -> _Tx:
         return _Tx(self._db)
 
     # -- identity ------------------------------------------------------------
@@ -140,7 +141,8 @@ class StateStore:
             raise ValueError(f"unknown request state {state!r}")
         with self._transaction():
             self._db.execute(
-                "UPDATE launch_requests SET state = ?, closed_at = ? WHERE request_id = ?", (state, _now(now), request_id)
+                "UPDATE launch_requests SET state = ?, closed_at = ? WHERE request_id = ?",
+                (state, _now(now), request_id),
             )
 
     def open_requests(self) -> list[LaunchRequest]:
@@ -210,7 +212,9 @@ class StateStore:
 
     def append_decision(self, when: float, record: dict[str, Any]) -> None:
         with self._transaction():
-            self._db.execute("INSERT INTO decisions (time, record) VALUES (?, ?)", (when, json.dumps(record, sort_keys=True)))
+            self._db.execute(
+                "INSERT INTO decisions (time, record) VALUES (?, ?)", (when, json.dumps(record, sort_keys=True))
+            )
 
     def decisions(self, since: float = float("-inf")) -> Iterator[dict[str, Any]]:
         for (text,) in self._db.execute("SELECT record FROM decisions WHERE time >= ? ORDER BY seq", (since,)):

@@ -13,8 +13,8 @@ the frozen set of the stage ids of its parents.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -146,7 +146,7 @@ class Workflow:
         bounds = np.searchsorted(self.stage_of[order], np.arange(len(self.stages) + 1))
         return [order[bounds[s] : bounds[s + 1]] for s in range(len(self.stages))]
 
-    def scaled(self, factor: float) -> "Workflow":
+    def scaled(self, factor: float) -> Workflow:
         """The same DAG with every runtime multiplied by ``factor`` (time-scale studies)."""
         copy = Workflow(**{k: getattr(self, k) for k in self.__dataclass_fields__})
         copy.runtime_s = self.runtime_s * factor
@@ -259,9 +259,7 @@ def _index_unique(source: str, specs: Sequence[TaskSpec]) -> dict[str, int]:
     return position
 
 
-def _resolve_parents(
-    source: str, specs: Sequence[TaskSpec], position: dict[str, int]
-) -> list[set[int]]:
+def _resolve_parents(source: str, specs: Sequence[TaskSpec], position: dict[str, int]) -> list[set[int]]:
     parents_of: list[set[int]] = []
     for spec in specs:
         resolved: set[int] = set()
@@ -273,9 +271,7 @@ def _resolve_parents(
     return parents_of
 
 
-def _topological_order(
-    source: str, specs: Sequence[TaskSpec], parents_of: list[set[int]]
-) -> list[int]:
+def _topological_order(source: str, specs: Sequence[TaskSpec], parents_of: list[set[int]]) -> list[int]:
     """Kahn's algorithm, stable in file order so that equal DAGs number tasks equally."""
     children: list[list[int]] = [[] for _ in specs]
     waiting = [len(p) for p in parents_of]
@@ -306,9 +302,7 @@ def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return ptr, idx
 
 
-def _assign_stages(
-    specs: Sequence[TaskSpec], parent_lists: list[list[int]]
-) -> tuple[np.ndarray, list[Stage]]:
+def _assign_stages(specs: Sequence[TaskSpec], parent_lists: list[list[int]]) -> tuple[np.ndarray, list[Stage]]:
     stage_of = np.empty(len(specs), dtype=np.int32)
     keys: dict[tuple[str, frozenset[int]], int] = {}
     for i, spec in enumerate(specs):

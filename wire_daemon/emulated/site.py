@@ -27,8 +27,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -60,9 +60,7 @@ class _EmuInstance:
 class EmulatedSite:
     """Implements Observations, Cloud, CondorControl and Clock over virtual time."""
 
-    def __init__(
-        self, workflow: Workflow, config: EmulationConfig, slots_per_instance: int, billing: Billing
-    ) -> None:
+    def __init__(self, workflow: Workflow, config: EmulationConfig, slots_per_instance: int, billing: Billing) -> None:
         self.wf = workflow
         self.config = config
         self.slots_per_instance = slots_per_instance
@@ -318,7 +316,9 @@ class EmulatedSite:
         heapq.heappush(self._idle, (-int(self._priority[task]), int(self._submit_seq[task]), task))
         self._request_negotiation()
 
-    def _add_instance(self, ready_time: float, instance_id: str | None = None, launch_time: float | None = None) -> _EmuInstance:
+    def _add_instance(
+        self, ready_time: float, instance_id: str | None = None, launch_time: float | None = None
+    ) -> _EmuInstance:
         instance_id = instance_id or f"i-{next(self._instance_ids):05d}"
         launched = self.time if launch_time is None else launch_time
         inst = _EmuInstance(instance_id, launched, ready_time, self.slots_per_instance)

@@ -62,10 +62,11 @@ import math
 import os
 import re
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from wire_daemon.core.errors import WorkflowError
 from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
@@ -74,8 +75,15 @@ BUNDLED_TRACE = "montage-chameleon-2mass-01d-001.json"
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _AUX_KINDS = (  # longest first where one is a prefix of another
-    "create_dir", "stage_worker", "stage_inter", "stage_in", "stage_out",
-    "register", "clean_up", "cleanup", "chmod",
+    "create_dir",
+    "stage_worker",
+    "stage_inter",
+    "stage_in",
+    "stage_out",
+    "register",
+    "clean_up",
+    "cleanup",
+    "chmod",
 )
 _LOCAL_KINDS = frozenset({"create_dir", "stage_worker", "register", "cleanup"})
 _MAX_BYTES = 2**60  # 1 EiB: larger sizes are corrupt values, and would overflow int64
@@ -157,9 +165,7 @@ class _Reader:
         execution = self._dict(workflow.get("execution", {}), "workflow.execution")
         tasks = self._list(spec.get("tasks"), "workflow.specification.tasks")
         sizes = self._file_sizes(self._list(spec.get("files", []), "workflow.specification.files"))
-        records = self._execution_records(
-            self._list(execution.get("tasks", []), "workflow.execution.tasks")
-        )
+        records = self._execution_records(self._list(execution.get("tasks", []), "workflow.execution.tasks"))
         ids = [self._entry_id(t, i, ("id",)) for i, t in enumerate(tasks)]
         parents = self._parent_sets(tasks, ids, {i: i for i in ids})
         unknown = records.keys() - set(ids)
@@ -281,9 +287,7 @@ class _Reader:
             raise self.fail(f"task {task_id!r}: {key} is not a list of task ids")
         return refs
 
-    def _entry_id(
-        self, entry: Any, index: int, keys: tuple[str, ...], what: str = "task"
-    ) -> str:
+    def _entry_id(self, entry: Any, index: int, keys: tuple[str, ...], what: str = "task") -> str:
         if isinstance(entry, dict):
             for key in keys:
                 value = entry.get(key)
@@ -338,12 +342,7 @@ class _Reader:
 
 def _non_negative(value: Any) -> bool:
     """A finite number >= 0 (JSON bools are ints to Python; NaN parses from real files)."""
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def _program(record: dict[str, Any]) -> str | None:

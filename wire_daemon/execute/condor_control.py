@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,9 @@ class ScheddLike(Protocol):
 
 
 class CollectorLike(Protocol):
-    def query(self, ad_type: Any = ..., constraint: str | None = None, projection: list[str] | None = None) -> list[Any]: ...
+    def query(
+        self, ad_type: Any = ..., constraint: str | None = None, projection: list[str] | None = None
+    ) -> list[Any]: ...
 
 
 @dataclass

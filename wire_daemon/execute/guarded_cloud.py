@@ -28,8 +28,8 @@ terminates ours that are stopped, failed, or never joined the pool.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudError, ConfigError
@@ -53,7 +53,7 @@ class SafetyConfig:
     backoff_initial_s: float = 300.0
     backoff_max_s: float = 3600.0
 
-    def validate(self) -> "SafetyConfig":
+    def validate(self) -> SafetyConfig:
         for key in ("max_instances", "max_launches_per_interval"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"safety.{key} must be >= 0 (got {getattr(self, key)!r})")
@@ -254,7 +254,9 @@ class GuardedCloud:
         """Units that may still start in the rolling hour; a new instance starts one unit now."""
         if self.config.budget_units_per_hour is None:
             return 1 << 30
-        started = sum(self.billing.unit_starts_between(start, end, now - 3600.0, now) for start, end in self._spans(now))
+        started = sum(
+            self.billing.unit_starts_between(start, end, now - 3600.0, now) for start, end in self._spans(now)
+        )
         return max(0, int(self.config.budget_units_per_hour - started))
 
     # -- failures and back-off --------------------------------------------------------
@@ -273,7 +275,10 @@ class GuardedCloud:
             if now - record.launch_time < self.config.died_young_s:
                 failures.append(f"instance {record.instance_id} died {now - record.launch_time:.0f} s after launch")
         unjoined = [i for i in live if self._never_joined(i)]
-        failures += [f"instance {i.instance_id} did not join the pool within {self.config.join_timeout_s:.0f} s" for i in unjoined]
+        failures += [
+            f"instance {i.instance_id} did not join the pool within {self.config.join_timeout_s:.0f} s"
+            for i in unjoined
+        ]
         if failures:
             self._fail("; ".join(failures))  # one pause per observation, however many died
         if unjoined and self.config.terminate_unjoined:
@@ -282,7 +287,11 @@ class GuardedCloud:
     def _retry_lost_terminations(self, live: list[Instance]) -> None:
         """An instance we asked to terminate is still listed (the call failed): ask again."""
         present = {i.instance_id for i in live}
-        again = [r.instance_id for r in self.store.instances() if r.state == LifecycleState.TERMINATING and r.instance_id in present]
+        again = [
+            r.instance_id
+            for r in self.store.instances()
+            if r.state == LifecycleState.TERMINATING and r.instance_id in present
+        ]
         if again:
             self.terminate(again)
 
@@ -319,7 +328,12 @@ class GuardedCloud:
     @staticmethod
     def _as_instance(record: InstanceRecord) -> Instance:
         return Instance(
-            record.instance_id, record.launch_time, record.slots, RUNNING, record.address, request_id=record.request_id or ""
+            record.instance_id,
+            record.launch_time,
+            record.slots,
+            RUNNING,
+            record.address,
+            request_id=record.request_id or "",
         )
 
     def _note(self, line: str) -> None:

@@ -83,12 +83,14 @@ class WorkerConfig:
     def delivery(self) -> str:
         return self.token_delivery or DEFAULT_DELIVERY.get(self.cloud, "")
 
-    def validate(self) -> "WorkerConfig":
+    def validate(self) -> WorkerConfig:
         if self.cloud not in DELIVERIES:
             raise ConfigError(f"worker.cloud must be 'ec2' or 'openstack' (got {self.cloud!r})")
         check_name("worker.pool", self.pool)
         if not _HOST.match(self.condor_host):
-            raise ConfigError(f"worker.condor_host must be a host name or address with an optional :port (got {self.condor_host!r})")
+            raise ConfigError(
+                f"worker.condor_host must be a host name or address with an optional :port (got {self.condor_host!r})"
+            )
         if self.slots < 1:
             raise ConfigError(f"worker.slots must be >= 1 (got {self.slots!r})")
         if self.slot_mode not in ("static", "partitionable"):
@@ -134,7 +136,9 @@ def default_template_dir() -> Path:
     for candidate in candidates:
         if (candidate / CLOUD_INIT_TEMPLATE).is_file():
             return candidate
-    raise ConfigError(f"cannot find the worker templates ({CLOUD_INIT_TEMPLATE}) in {' or '.join(map(str, candidates))}")
+    raise ConfigError(
+        f"cannot find the worker templates ({CLOUD_INIT_TEMPLATE}) in {' or '.join(map(str, candidates))}"
+    )
 
 
 def fill(template: str, values: dict[str, str], source: str) -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +20,8 @@ from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Lifecycle, LifecycleState
 from wire_daemon.core.journal import InstanceReleased, InstancesLaunched, InstancesTerminated, Journal, Notice
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.ports.policy import PlanResult, ScalingPolicy
 from wire_daemon.ports import Cloud, CondorControl, Observations
+from wire_daemon.ports.policy import PlanResult, ScalingPolicy
 
 log = logging.getLogger(__name__)
 

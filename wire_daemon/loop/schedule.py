@@ -6,7 +6,7 @@ the releases are written once.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.ports import Clock

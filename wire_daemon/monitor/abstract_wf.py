@@ -20,8 +20,9 @@ sizes once the task has run).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.yamlio import load_yaml

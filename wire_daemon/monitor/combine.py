@@ -13,8 +13,8 @@ and valid with no part at all: an idle submit host is an empty DAG.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import numpy as np
 
@@ -58,7 +58,9 @@ def combine_workflows(parts: Sequence[tuple[str, Workflow]], name: str = "submit
         child_ptr=child_ptr,
         child_idx=child_idx,
         stage_of=_concat([wf.stage_of + off for (_, wf), off in zip(parts, stage_offsets)], np.int32),
-        stages=[_shifted(stage, label, int(off)) for (label, wf), off in zip(parts, stage_offsets) for stage in wf.stages],
+        stages=[
+            _shifted(stage, label, int(off)) for (label, wf), off in zip(parts, stage_offsets) for stage in wf.stages
+        ],
         _index={t: i for i, t in enumerate(task_ids)},
     )
 

@@ -40,20 +40,34 @@ import gc
 import os
 import re
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.problems import Problems
 
 ALL_NODES = "ALL_NODES"
-_NODE_KEYWORDS = {"JOB": "job", "DATA": "job", "FINAL": "final", "SERVICE": "service",
-                  "PROVISIONER": "provisioner", "SUBDAG": "subdag", "SPLICE": "splice"}
-_SETTINGS = {"CONFIG": "config", "DOT": "dot", "NODE_STATUS_FILE": "node_status_file",
-             "JOBSTATE_LOG": "jobstate_log", "SAVE_POINT_FILE": "save_point_file"}
-_KEPT_RAW = frozenset({"ABORT-DAG-ON", "SET_JOB_ATTR", "ENV", "REJECT", "CONNECT", "PIN_IN",
-                       "PIN_OUT", "INCLUDE", "SUBMIT-DESCRIPTION"})
+_NODE_KEYWORDS = {
+    "JOB": "job",
+    "DATA": "job",
+    "FINAL": "final",
+    "SERVICE": "service",
+    "PROVISIONER": "provisioner",
+    "SUBDAG": "subdag",
+    "SPLICE": "splice",
+}
+_SETTINGS = {
+    "CONFIG": "config",
+    "DOT": "dot",
+    "NODE_STATUS_FILE": "node_status_file",
+    "JOBSTATE_LOG": "jobstate_log",
+    "SAVE_POINT_FILE": "save_point_file",
+}
+_KEPT_RAW = frozenset(
+    {"ABORT-DAG-ON", "SET_JOB_ATTR", "ENV", "REJECT", "CONNECT", "PIN_IN", "PIN_OUT", "INCLUDE", "SUBMIT-DESCRIPTION"}
+)
 _RESERVED = frozenset({"PARENT", "CHILD", ALL_NODES})
 _PARTIAL_RESCUE = re.compile(r"#\s*Rescue DAG version:.*\(partial\)", re.IGNORECASE)
 _SCRIPT = re.compile(
@@ -138,9 +152,7 @@ class DagFile:
         return out
 
 
-def parse_dag(
-    path: str | os.PathLike[str], problems: Problems | None = None, expand_splices: bool = True
-) -> DagFile:
+def parse_dag(path: str | os.PathLike[str], problems: Problems | None = None, expand_splices: bool = True) -> DagFile:
     """Parse one DAG file; see the module docstring for what raises and what warns."""
     return _Parser(os.fspath(path), problems or Problems(), expand_splices, ()).parse()
 
@@ -377,14 +389,14 @@ class _Parser:
     def _vars(self, line: _Line) -> None:
         tokens = _tokens(line, self)
         if len(tokens) < 3:
-            return self._bad(line, "VARS needs a node and name=\"value\" pairs")
+            return self._bad(line, 'VARS needs a node and name="value" pairs')
         pairs = []
         for token in tokens[2:]:
             if token.upper() in ("PREPEND", "APPEND"):
                 continue
             name, eq, value = token.partition("=")
             if not eq or not name:
-                self.problems.warn(self.path, f"VARS item {token!r} is not name=\"value\"; skipped", line.number)
+                self.problems.warn(self.path, f'VARS item {token!r} is not name="value"; skipped', line.number)
                 continue
             pairs.append((name, value))
         for node in self._targets(line, tokens, None):

@@ -34,8 +34,9 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import htcondor2
 
@@ -86,7 +87,7 @@ class EventLogCheckpoint:
         return {"position": self.position.to_dict(), "years": self.years.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "EventLogCheckpoint":
+    def from_dict(cls, data: dict[str, Any]) -> EventLogCheckpoint:
         return cls(ReadPosition.from_dict(data.get("position", {})), YearGuess.from_dict(data.get("years", {})))
 
 
@@ -123,8 +124,9 @@ class EventLogReader:
         try:
             events = list(self._parse(chunk, segments))
         except Exception as exc:  # the temporary copy or the library failed as a whole: nothing consumed
-            self.problems.warn(self.path, f"events not read this time ({type(exc).__name__}: {exc}); will retry",
-                               chunk.start.line + 1)
+            self.problems.warn(
+                self.path, f"events not read this time ({type(exc).__name__}: {exc}); will retry", chunk.start.line + 1
+            )
             return []
         self._bytes.commit(chunk, complete)
         self.events_read += len(events)
@@ -188,8 +190,14 @@ class EventLogReader:
             self.problems.warn(self.path, f"job event skipped: {exc}", f"~{line}")
             return None
         cluster, proc = _int(raw.get("Cluster")), _int(raw.get("Proc"))
-        return LogEvent(type=kind, cluster=-1 if cluster is None else cluster, proc=-1 if proc is None else proc,
-                        time=when, line=line, **_details(kind, raw))
+        return LogEvent(
+            type=kind,
+            cluster=-1 if cluster is None else cluster,
+            proc=-1 if proc is None else proc,
+            time=when,
+            line=line,
+            **_details(kind, raw),
+        )
 
 
 def _details(kind: str, raw: Any) -> dict[str, Any]:

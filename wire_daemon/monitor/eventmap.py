@@ -37,12 +37,13 @@ new SUBMIT of the same node.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
+from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.monitor.eventlog import EventLogCheckpoint, EventLogReader, LogEvent
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.core.events import EventKind, TaskEvent
 
 JobIds = Literal["dag-node", "cluster-proc"]
 
@@ -69,7 +70,7 @@ class MapperState:
         return {"nodes": {str(k): v for k, v in self.nodes.items()}, "peak": dict(self.peak)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "MapperState":
+    def from_dict(cls, data: dict[str, Any]) -> MapperState:
         nodes = {int(k): str(v) for k, v in dict(data.get("nodes", {})).items()}
         peak = {str(k): int(v) for k, v in dict(data.get("peak", {})).items()}
         return cls(nodes, peak)

@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-_ISO = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$"
-)
+_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
 _YEARLESS_HEADER_BYTES = re.compile(rb"(?m)^\d{3} \([^)\n]*\) \d{1,2}/\d{1,2} \d{1,2}:\d{2}:\d{2}")
 _ROLLOVER = timedelta(days=183)
 _SLACK = timedelta(days=1)
@@ -59,7 +57,7 @@ class YearGuess:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "YearGuess":
+    def from_dict(cls, data: dict[str, Any]) -> YearGuess:
         return cls(int(data.get("year", 0)), float(data.get("last", 0.0)))
 
     def resolve(self, month: int, day: int, clock: tuple[int, int, int], reference: float) -> datetime:
@@ -122,7 +120,7 @@ def iso_seconds(value: Any) -> float:
 
 def _zone(text: str) -> timezone:
     if text == "Z":
-        return timezone.utc
+        return UTC
     sign = -1 if text[0] == "-" else 1
     digits = text[1:].replace(":", "")
     return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
-from wire_daemon.monitor.problems import Problems
 from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.core.instances import Instance
+from wire_daemon.monitor.problems import Problems
 
 _EC2_NAME = re.compile(r"^ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})$")
 

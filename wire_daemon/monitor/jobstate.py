@@ -24,12 +24,13 @@ Times have one-second resolution.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
+from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.monitor.position import AppendedReader, ReadPosition
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.core.events import EventKind, TaskEvent
 
 INTERNAL = "INTERNAL"
 _SIMPLE = {
@@ -77,9 +78,15 @@ def parse_jobstate_line(text: str, line: int = 0) -> JobstateLine | None:
     fourth = words[3] if len(words) > 3 else None
     code = _int(fourth) if state.endswith(("_SUCCESS", "_FAILURE")) else None
     return JobstateLine(
-        time=when, job=words[1], state=state,
-        condor_id=None if code is not None else fourth, exit_code=code,
-        site=_dash(words, 4), remote_id=_dash(words, 5), submit_seq=_int(_dash(words, 6)), line=line,
+        time=when,
+        job=words[1],
+        state=state,
+        condor_id=None if code is not None else fourth,
+        exit_code=code,
+        site=_dash(words, 4),
+        remote_id=_dash(words, 5),
+        submit_seq=_int(_dash(words, 6)),
+        line=line,
     )
 
 
@@ -137,7 +144,7 @@ class JobstateMapper:
         return {"terminated": dict(self.terminated)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "JobstateMapper":
+    def from_dict(cls, data: dict[str, Any]) -> JobstateMapper:
         return cls({str(k): float(v) for k, v in dict(data.get("terminated", {})).items()})
 
     def _map_one(self, line: JobstateLine) -> TaskEvent | None:

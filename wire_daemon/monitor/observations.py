@@ -33,11 +33,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from wire_daemon.core.events import TaskEvent
+from wire_daemon.core.workflow import Workflow
+from wire_daemon.monitor.combine import combine_workflows, combined_task_id, split_task_id
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_monitor import MemoryPositionStore, PositionStore, SubmitRootMonitor, time_ordered
-from wire_daemon.core.events import TaskEvent
-from wire_daemon.monitor.combine import combine_workflows, combined_task_id, split_task_id
-from wire_daemon.core.workflow import Workflow
 
 _LABEL_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 

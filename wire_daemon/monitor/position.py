@@ -43,7 +43,7 @@ class ReadPosition:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ReadPosition":
+    def from_dict(cls, data: dict[str, Any]) -> ReadPosition:
         values = {}
         for name in cls.__dataclass_fields__:
             value = data.get(name, 0)

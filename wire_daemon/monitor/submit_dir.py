@@ -48,16 +48,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wire_daemon.core.errors import InputError
+from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 from wire_daemon.monitor.abstract_wf import AbstractWorkflow, read_abstract_workflow
 from wire_daemon.monitor.braindump import Braindump, find_braindump, read_braindump
 from wire_daemon.monitor.dag import DagFile, DagNode, parse_dag
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_file import SubmitFile, parse_submit_file
-from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 
 AUX_KINDS = (  # longest first where one is a prefix of another
-    "create_dir", "stage_worker", "stage_inter", "stage_in", "stage_out",
-    "register", "clean_up", "cleanup", "chmod", "pegasus-plan",
+    "create_dir",
+    "stage_worker",
+    "stage_inter",
+    "stage_in",
+    "stage_out",
+    "register",
+    "clean_up",
+    "cleanup",
+    "chmod",
+    "pegasus-plan",
 )
 _LOCAL_KINDS = frozenset({"create_dir", "stage_worker", "register", "cleanup", "pegasus-plan"})
 _OFF_POOL_UNIVERSES = frozenset({"local", "scheduler", "grid"})
@@ -112,8 +120,11 @@ def sub_workflow_refs(submit_dir: SubmitDir) -> list[SubWorkflowRef]:
     """The sub-workflow nodes and where their submit dirs are *now* (they appear when planned)."""
     dag_dir = Path(submit_dir.dag.path).parent
     subs = submit_dir.submit_files
-    return [_sub_workflow(submit_dir.path, dag_dir, node, subs.get(node.name), submit_dir.braindump)
-            for node in submit_dir.dag.nodes if _is_sub_workflow(node, subs.get(node.name))]
+    return [
+        _sub_workflow(submit_dir.path, dag_dir, node, subs.get(node.name), submit_dir.braindump)
+        for node in submit_dir.dag.nodes
+        if _is_sub_workflow(node, subs.get(node.name))
+    ]
 
 
 # -- tasks -------------------------------------------------------------------------
@@ -128,8 +139,9 @@ def _task_parents(dag: DagFile) -> list[tuple[int, list[str]]]:
     sinks = [dag.names[i] for i in kept if i not in has_child and dag.nodes[i].kind != "final"]
     for i in finals:
         parents[i] = sorted(set(parents[i]) | set(sinks))
-    return [(i, [p for p in parents[i] if dag.nodes[dag.index[p]].kind not in ("service", "provisioner")])
-            for i in kept]
+    return [
+        (i, [p for p in parents[i] if dag.nodes[dag.index[p]].kind not in ("service", "provisioner")]) for i in kept
+    ]
 
 
 def _spec(
@@ -183,7 +195,7 @@ def runs_on_pool(node: DagNode, sub: SubmitFile | None) -> bool:
     kind = aux_kind(node.name)
     if kind in _LOCAL_KINDS:
         return False
-    rest = node.name[len(kind):] if kind else ""
+    rest = node.name[len(kind) :] if kind else ""
     return not (kind and "local" in rest.split("_"))
 
 
@@ -269,8 +281,9 @@ def _sub_workflow(
 ) -> SubWorkflowRef:
     if node.kind == "subdag":
         subdag = dag_dir / (node.directory or "") / (node.file or "")
-        return SubWorkflowRef(node.name, subdag.parent if subdag.parent.is_dir() else None,
-                              subdag if subdag.is_file() else None)
+        return SubWorkflowRef(
+            node.name, subdag.parent if subdag.parent.is_dir() else None, subdag if subdag.is_file() else None
+        )
     directory = _pegasus_sub_dir(root, dag_dir, node, sub, braindump)
     dag_name = _DAG_ARGUMENT.search(sub.arguments or "") if sub else None
     dag_path: Path | None = directory / dag_name.group(1) if directory and dag_name else None

@@ -30,9 +30,18 @@ _MEMORY_UNITS = {"": 1.0, "K": 1.0 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 * 
 
 # Pegasus job classes (+pegasus_job_class), as the planner numbers them.
 JOB_CLASSES = {
-    0: "unassigned", 1: "compute", 2: "stage_in", 3: "stage_out", 4: "register",
-    5: "inter_site", 6: "create_dir", 7: "staged_compute", 8: "cleanup", 9: "chmod",
-    10: "sub_workflow", 11: "dagman",
+    0: "unassigned",
+    1: "compute",
+    2: "stage_in",
+    3: "stage_out",
+    4: "register",
+    5: "inter_site",
+    6: "create_dir",
+    7: "staged_compute",
+    8: "cleanup",
+    9: "chmod",
+    10: "sub_workflow",
+    11: "dagman",
 }
 
 

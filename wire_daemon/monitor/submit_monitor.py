@@ -44,11 +44,13 @@ import os
 import re
 import time
 from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 from wire_daemon.core.errors import InputError
+from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.monitor.braindump import find_braindump
 from wire_daemon.monitor.dagman_status import DagStatus, dag_status, file_signature
 from wire_daemon.monitor.eventmap import EventLogFollower
@@ -58,7 +60,6 @@ from wire_daemon.monitor.kickstart import KickstartRecord, read_kickstart
 from wire_daemon.monitor.position import ReadPosition
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_dir import SUBDAG_TRANSFORMATION, SubmitDir, read_submit_dir, sub_workflow_refs
-from wire_daemon.core.events import EventKind, TaskEvent
 
 CHECKPOINT_VERSION = 1
 _PEEK_BYTES = 64 << 10
@@ -184,7 +185,9 @@ class SubmitDirMonitor:
             events = self._read_events()
             self._save()
         except Exception as exc:  # never kill the loop; roll back so nothing is lost or counted twice
-            self.problems.warn(os.fspath(self.path), f"events not read this time ({type(exc).__name__}: {exc}); will retry")
+            self.problems.warn(
+                os.fspath(self.path), f"events not read this time ({type(exc).__name__}: {exc}); will retry"
+            )
             self._restore(self._saved)
             return []
         return events
@@ -242,8 +245,11 @@ class SubmitDirMonitor:
             return True
         if not self._waiting_reported:
             names = ", ".join(p.name for p in self.event_logs[:3])
-            self.problems.warn(os.fspath(self.path), f"no job event log ({names}) and no job line in "
-                               f"{self.jobstate_path.name} yet; task states unknown until one appears")
+            self.problems.warn(
+                os.fspath(self.path),
+                f"no job event log ({names}) and no job line in "
+                f"{self.jobstate_path.name} yet; task states unknown until one appears",
+            )
             self._waiting_reported = True
         return False
 
@@ -276,8 +282,12 @@ class SubmitDirMonitor:
             return event
         self.kickstart_found += 1
         memory = [m for m in (event.peak_memory_bytes, facts.peak_memory_bytes) if m]
-        return replace(event, exec_runtime_s=facts.exec_s, input_bytes=facts.input_bytes,
-                       peak_memory_bytes=max(memory) if memory else None)
+        return replace(
+            event,
+            exec_runtime_s=facts.exec_s,
+            input_bytes=facts.input_bytes,
+            peak_memory_bytes=max(memory) if memory else None,
+        )
 
     def _kickstart(self, task: str, attempt: int) -> KickstartFacts | None:
         base = self._output_path(task)
@@ -324,8 +334,10 @@ class SubmitDirMonitor:
         try:
             self._restore_from(data)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            self.problems.warn(self.key, f"saved read position unusable ({type(exc).__name__}: {exc}); "
-                               "reading the submit dir from the start")
+            self.problems.warn(
+                self.key,
+                f"saved read position unusable ({type(exc).__name__}: {exc}); reading the submit dir from the start",
+            )
             return self._restore(None)
         return self.checkpoint()
 
@@ -357,8 +369,11 @@ def event_log_candidates(submit_dir: SubmitDir) -> list[Path]:
 
 
 def jobstate_path(submit_dir: SubmitDir) -> Path:
-    name = (submit_dir.braindump.jobstate_log if submit_dir.braindump else None) \
-        or submit_dir.dag.settings.get("jobstate_log") or "jobstate.log"
+    name = (
+        (submit_dir.braindump.jobstate_log if submit_dir.braindump else None)
+        or submit_dir.dag.settings.get("jobstate_log")
+        or "jobstate.log"
+    )
     return submit_dir.path / name
 
 
@@ -524,8 +539,11 @@ class SubmitRootMonitor:
         if self.store is not None:
             self.store.forget_positions(monitor.prefix)
         files = [os.fspath(monitor.dagman_out_path), os.fspath(monitor.jobstate_path)]
-        self.finished[key] = {"files": files, "signature": file_signature(*map(Path, files)),
-                              "exit_code": status.exit_code}
+        self.finished[key] = {
+            "files": files,
+            "signature": file_signature(*map(Path, files)),
+            "exit_code": status.exit_code,
+        }
         del self.workflows[key]
 
     def _runs_again(self, key: str) -> bool:
@@ -555,7 +573,8 @@ class SubmitRootMonitor:
 def _subdirectories(directory: Path) -> list[Path]:
     try:
         with os.scandir(directory) as entries:
-            return sorted(Path(e.path) for e in entries
-                          if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+            return sorted(
+                Path(e.path) for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+            )
     except OSError:
         return []

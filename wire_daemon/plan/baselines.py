@@ -16,7 +16,7 @@ PFA, the other peer, has its own module (``pfa``).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -41,7 +41,9 @@ class FullSitePolicy:
 
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
         missing = self.config.max_instances - len(instances)
-        decision = SteeringDecision(self.config.max_instances, self.config.max_instances, launch=max(missing, 0), rule="static pool")
+        decision = SteeringDecision(
+            self.config.max_instances, self.config.max_instances, launch=max(missing, 0), rule="static pool"
+        )
         return PlanResult(decision)
 
 
@@ -61,12 +63,18 @@ class PureReactivePolicy:
         wanted = math.ceil(active / self.config.slots_per_instance)
         target = min(max(wanted, self.config.min_instances), self.config.max_instances)
         if target >= len(instances):
-            return PlanResult(SteeringDecision(target, wanted, launch=target - len(instances), rule="reactive: idle+running tasks"))
+            return PlanResult(
+                SteeringDecision(target, wanted, launch=target - len(instances), rule="reactive: idle+running tasks")
+            )
         busy = set(state.host.values())
         idle = [i.instance_id for i in instances if i.instance_id not in busy]
         release = idle[: len(instances) - target]
         decision = SteeringDecision(
-            len(instances) - len(release), wanted, release=release, release_at={i: now for i in release}, rule="reactive: release idle instances"
+            len(instances) - len(release),
+            wanted,
+            release=release,
+            release_at={i: now for i in release},
+            rule="reactive: release idle instances",
         )
         return PlanResult(decision)
 

@@ -34,18 +34,18 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from wire_daemon.core.config import PFAConfig, SteeringConfig
-from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.billing import Billing
+from wire_daemon.core.config import PFAConfig, SteeringConfig
+from wire_daemon.core.instances import RUNNING, Instance
+from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.core.workflow import Workflow
 from wire_daemon.plan.steering import release_time
 from wire_daemon.ports.policy import PlanResult, SteeringDecision
-from wire_daemon.core.instances import RUNNING, Instance
-from wire_daemon.core.workflow import Workflow
 
 # --- throughput feedback -------------------------------------------------------
 
@@ -197,7 +197,9 @@ class IdleTracker:
             if inst.state != RUNNING or inst.instance_id in tasks_on:
                 continue  # booting, or busy
             known = self.idle_since.get(inst.instance_id)
-            idle_since[inst.instance_id] = known if known is not None else self._became_idle(inst.instance_id, state, now)
+            idle_since[inst.instance_id] = (
+                known if known is not None else self._became_idle(inst.instance_id, state, now)
+            )
         self.idle_since = idle_since
         self._tasks_on = dict(tasks_on)
         return idle_since
@@ -270,7 +272,9 @@ class PFAPolicy:
             return PlanResult(SteeringDecision(len(live), wanted, rule=f"pfa hold: {why}"))
         when = {i.instance_id: self._release_at(i, now) for i in live if i.instance_id in release}
         self._draining.update(when)
-        decision = SteeringDecision(len(live) - len(release), wanted, release=release, release_at=when, rule=f"pfa shrink: {why}")
+        decision = SteeringDecision(
+            len(live) - len(release), wanted, release=release, release_at=when, rule=f"pfa shrink: {why}"
+        )
         return PlanResult(decision)
 
     def _observe_throughput(self, state: RunState, instances: Sequence[Instance]) -> None:

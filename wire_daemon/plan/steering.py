@@ -46,8 +46,8 @@ Decisions where the paper is silent:
 from __future__ import annotations
 
 from bisect import insort
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.ports.policy import SteeringDecision
@@ -151,7 +151,14 @@ def choose_releases(
 def _worth_booting(upcoming_s: Sequence[float], config: SteeringConfig) -> int:
     """Instances the load keeps busy for a unit *after* the launch lag, which is paid too."""
     horizon = config.charging_unit_s + config.interval_s
-    return resize_pool(upcoming_s, horizon, config.slots_per_instance, config.leftover_fraction, config.max_instances, config.packing == "fluid")
+    return resize_pool(
+        upcoming_s,
+        horizon,
+        config.slots_per_instance,
+        config.leftover_fraction,
+        config.max_instances,
+        config.packing == "fluid",
+    )
 
 
 def steer(
@@ -163,14 +170,18 @@ def steer(
     host): Algorithm 3's line 28 keeps one instance for the work still to
     come, and none is coming, so the size is 0 (then ``min_instances``).
     """
-    planned = resize_pool(
-        upcoming_s,
-        config.charging_unit_s,
-        config.slots_per_instance,
-        config.leftover_fraction,
-        config.max_instances,
-        config.packing == "fluid",
-    ) if work_left else 0
+    planned = (
+        resize_pool(
+            upcoming_s,
+            config.charging_unit_s,
+            config.slots_per_instance,
+            config.leftover_fraction,
+            config.max_instances,
+            config.packing == "fluid",
+        )
+        if work_left
+        else 0
+    )
     target = min(max(planned, config.min_instances), config.max_instances)
     m = len(instances)
     if target > m and config.boot_aware_launch:
@@ -190,6 +201,10 @@ def steer(
         config.release_restart_cost_fraction,
         config.min_instance_age_intervals * config.interval_s,
     )
-    rule = "shrink: unit ends before next interval, restart cost low" if release else "hold: no instance cheap to release now"
+    rule = (
+        "shrink: unit ends before next interval, restart cost low"
+        if release
+        else "hold: no instance cheap to release now"
+    )
     when = {i.instance_id: i.release_at for i in instances if i.instance_id in release}
     return SteeringDecision(m - len(release), planned, release=release, release_at=when, rule=rule)

@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -164,7 +164,14 @@ class _Projection:
         """
         if self._drain_at_once():
             return
-        ends, where, started, free, ready, pending = self.ends, self.where, self.start, self.free, self.ready, self.parents_left
+        ends, where, started, free, ready, pending = (
+            self.ends,
+            self.where,
+            self.start,
+            self.free,
+            self.ready,
+            self.parents_left,
+        )
         queue, n_queued = self.queue, self.queue.size
         child_at, child_idx = self.wf.child_ptr.item, self.wf.child_idx
         left_at, status_at = pending.item, self.state.status.item

@@ -9,7 +9,8 @@ The scaling-policy and predictor ports are in ``ports.policy`` and
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from wire_daemon.core.events import TaskEvent
 from wire_daemon.core.instances import Instance

@@ -6,8 +6,9 @@ loop executes its ``SteeringDecision`` and the decisions log records the rest.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -52,7 +53,9 @@ class PlanResult:
 class ScalingPolicy(Protocol):
     name: str
 
-    def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult: ...
+    def plan(
+        self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray
+    ) -> PlanResult: ...
 
     def reconfigure(self, steering: SteeringConfig) -> None:
         """Take reloaded steering settings (SIGHUP) from the next plan on."""

@@ -8,7 +8,8 @@ builder, with errors that name the file and the key.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.execute.condor_control import HTCondorControl

@@ -7,8 +7,8 @@ module in ``plan/`` plus one entry in ``POLICIES``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

@@ -28,13 +28,13 @@ import numpy as np
 
 from wire_daemon.core.config import ReplayConfig
 from wire_daemon.core.errors import WireError
+from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.core.workflow import Workflow
+from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.loop.mape import DecisionRecord, MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
-from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.ports.prediction import Prediction
 from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, make_policy
-from wire_daemon.emulated.site import EmulatedSite
-from wire_daemon.core.workflow import Workflow
 
 MAX_ITERATIONS = 1_000_000
 SHORT_STAGE_S = 10.0
@@ -85,7 +85,13 @@ class ReplayResult:
             "decision_mean_ms": round(self.decision_mean_s * 1e3, 3),
             "decision_max_ms": round(self.decision_max_s * 1e3, 3),
             "prediction_error": {
-                e.stage_class: {"unit": e.unit, "tasks": e.tasks, "mean_abs": _round(e.mean_abs), "median": _round(e.median), "p90_abs": _round(e.p90_abs)}
+                e.stage_class: {
+                    "unit": e.unit,
+                    "tasks": e.tasks,
+                    "mean_abs": _round(e.mean_abs),
+                    "median": _round(e.median),
+                    "p90_abs": _round(e.p90_abs),
+                }
                 for e in self.errors
             },
             "wall_s": round(self.wall_s, 3),
@@ -113,7 +119,9 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
         if site.finished:
             break
         if len(records) >= MAX_ITERATIONS:
-            raise WireError(f"replay of {workflow.source} under {policy_name} did not finish in {MAX_ITERATIONS} intervals")
+            raise WireError(
+                f"replay of {workflow.source} under {policy_name} did not finish in {MAX_ITERATIONS} intervals"
+            )
         records.append(loop.iterate(now))
         if loop.last_plan is not None and loop.last_plan.prediction is not None:
             tracker.capture(state, loop.last_plan.prediction)
@@ -143,7 +151,9 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     return result
 
 
-def compare(workflow: Workflow, config: ReplayConfig, policies: tuple[str, ...] = POLICY_NAMES, boost: bool = True) -> dict[str, ReplayResult]:
+def compare(
+    workflow: Workflow, config: ReplayConfig, policies: tuple[str, ...] = POLICY_NAMES, boost: bool = True
+) -> dict[str, ReplayResult]:
     """Run several policies on the same world; relative time is against full-site."""
     names = policies if "full-site" in policies else ("full-site", *policies)
     results = {name: replay(workflow, name, config, boost) for name in names}

@@ -17,30 +17,29 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
 from wire_daemon.core.errors import CloudError
-from wire_daemon.execute.condor_control import HTCondorControl, queued_job_id
-from wire_daemon.runtime.builders import build_condor_control, build_driver
-from wire_daemon.core.instances import Lifecycle
+from wire_daemon.core.instances import Instance, Lifecycle
 from wire_daemon.core.journal import Journal, Notice, cloud_error
-from wire_daemon.execute.condor_control import LoggedCondorControl
+from wire_daemon.core.run_state import RunState
+from wire_daemon.core.store import StateStore
+from wire_daemon.emulated.site import EmulatedSite
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace
+from wire_daemon.execute.condor_control import HTCondorControl, LoggedCondorControl, queued_job_id
 from wire_daemon.execute.guarded_cloud import GuardedCloud
-from wire_daemon.ports import Cloud
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.monitor.hosts import HostMap
-from wire_daemon.core.run_state import RunState
+from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
+from wire_daemon.ports import Cloud
+from wire_daemon.runtime.builders import build_condor_control, build_driver
 from wire_daemon.runtime.policies import PolicyInputs, make_policy
 from wire_daemon.runtime.settings import Settings
-from wire_daemon.emulated.site import EmulatedSite
-from wire_daemon.core.instances import Instance
-from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations
-from wire_daemon.core.store import StateStore
-from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +200,15 @@ class SubmitHostRuntime:
         policy = make_policy("wire", PolicyInputs(state, s.steering, s.prediction))
         real = self.control if isinstance(self.control, HTCondorControl) else None
         loop = MapeLoop(
-            state, self.observations, self.cloud, self.control, policy, s.steering,
-            journal=self.journal, lifecycle=self.lifecycle, joined=real.has_joined if real else None,
+            state,
+            self.observations,
+            self.cloud,
+            self.control,
+            policy,
+            s.steering,
+            journal=self.journal,
+            lifecycle=self.lifecycle,
+            joined=real.has_joined if real else None,
         )
         if previous is not None:
             loop.pending_releases = previous.pending_releases

@@ -78,7 +78,7 @@ class Settings:
     scale_to_zero_on_exit: bool = False
     source: str = "<defaults>"
 
-    def validate(self) -> "Settings":
+    def validate(self) -> Settings:
         try:
             self.prediction.validate()
             self.steering.validate()
@@ -212,4 +212,13 @@ def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"{key} must be one of {', '.join(choices)} (got {value!r})")
 
 
-__all__ = ["Settings", "SiteSettings", "CloudSettings", "CondorSettings", "LogSettings", "MetricsSettings", "load_settings", "WireError"]
+__all__ = [
+    "Settings",
+    "SiteSettings",
+    "CloudSettings",
+    "CondorSettings",
+    "LogSettings",
+    "MetricsSettings",
+    "load_settings",
+    "WireError",
+]

@@ -20,28 +20,31 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from wire_daemon.core.errors import WireError
 from wire_daemon.core.journal import Journal, NoticeBox
+from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.core.store import StateStore
 from wire_daemon.loop.mape import DecisionRecord, MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
-from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
-from wire_daemon.service.metrics import Metrics
-from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.runtime.runtimes import Runtime, build_runtime
 from wire_daemon.runtime.settings import Settings, load_settings
-from wire_daemon.core.store import StateStore
+from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
+from wire_daemon.service.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 
 class Daemon:
-    def __init__(self, settings: Settings, config_path: str | None = None, sleep: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self, settings: Settings, config_path: str | None = None, sleep: Callable[[float], None] | None = None
+    ) -> None:
         self.settings = settings
         self.config_path = config_path
         self.store = StateStore(settings.state_path)
@@ -106,7 +109,9 @@ class Daemon:
             log.error("reload refused, keeping the running settings: %s", exc)
             return
         # The site, the cloud and the state file are what the running daemon is made of: a restart changes them.
-        self.settings = replace(fresh, site=self.settings.site, cloud=self.settings.cloud, state_path=self.settings.state_path)
+        self.settings = replace(
+            fresh, site=self.settings.site, cloud=self.settings.cloud, state_path=self.settings.state_path
+        )
         self.runtime.reconfigure(self.settings)
         log.info("reloaded %s", self.config_path)
 
@@ -152,7 +157,9 @@ class Daemon:
         took = took_wall_s * self.runtime.speedup
         if took > interval:
             self.overruns += 1
-            log.warning("iteration overran its interval: %.1f s for a %.0f s interval; the next starts at once", took, interval)
+            log.warning(
+                "iteration overran its interval: %.1f s for a %.0f s interval; the next starts at once", took, interval
+            )
 
     def _shutdown(self) -> None:
         finished = self.runtime.finished
@@ -198,8 +205,11 @@ class Daemon:
             ],
             "stages": self._stage_counts(),
             "last_decision": {
-                "target": record.target, "planned": record.planned, "launched": record.launched,
-                "released": record.released, "rule": record.rule,
+                "target": record.target,
+                "planned": record.planned,
+                "launched": record.launched,
+                "released": record.released,
+                "rule": record.rule,
             },
             "cost_units": self.runtime.cost_units(now),
             "remaining_makespan_estimate_s": self._remaining_estimate(record),

@@ -30,8 +30,12 @@ class ShutdownRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "time": self.time, "event": "shutdown", "terminated": self.terminated, "cost_units": self.cost_units,
-            "notes": [n.line for n in self.notices], "rule": "shutdown",
+            "time": self.time,
+            "event": "shutdown",
+            "terminated": self.terminated,
+            "cost_units": self.cost_units,
+            "notes": [n.line for n in self.notices],
+            "rule": "shutdown",
         }
 
 

@@ -19,24 +19,31 @@ import os
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from wire_daemon.analyze.predictor import OnlinePredictor
-from wire_daemon.ports.prediction import Prediction
 from wire_daemon.core.config import PredictionConfig
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.hosts import parse_sinful
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.submit_dir import sub_workflow_refs
 from wire_daemon.monitor.submit_monitor import SubmitDirMonitor
+from wire_daemon.ports.prediction import Prediction
 
 JSON_VERSION = 1
-POLICY_NAMES = {0: "done", 1: "not-started", 2: "running-only", 3: "stage-median",
-                4: "same-input", 5: "gradient", 9: "oracle"}
+POLICY_NAMES = {
+    0: "done",
+    1: "not-started",
+    2: "running-only",
+    3: "stage-median",
+    4: "same-input",
+    5: "gradient",
+    9: "oracle",
+}
 _MAX_POLLS = 10_000  # each poll reads up to 64 MiB of log
 
 
@@ -117,10 +124,14 @@ def inspect_submit_dir(path: str | os.PathLike[str], wall_clock: bool = False) -
         counts=_counts(state.status),
         stages=_stages(predictor, state, prediction),
         running=_running(state, now),
-        sub_workflows=[{"node": ref.node,
-                        "submit_dir": _relative(ref.submit_dir, monitor.path) if ref.submit_dir else None,
-                        "dag": ref.dag_path.name if ref.dag_path else None}
-                       for ref in sub_workflow_refs(monitor.submit_dir)],
+        sub_workflows=[
+            {
+                "node": ref.node,
+                "submit_dir": _relative(ref.submit_dir, monitor.path) if ref.submit_dir else None,
+                "dag": ref.dag_path.name if ref.dag_path else None,
+            }
+            for ref in sub_workflow_refs(monitor.submit_dir)
+        ],
         warnings=list(problems.messages),
     )
 
@@ -152,8 +163,13 @@ def _counts(status: np.ndarray) -> dict[str, int]:
     return out
 
 
-_STATUS_NAMES = {"done": TaskStatus.DONE, "running": TaskStatus.RUNNING, "idle": TaskStatus.IDLE,
-                 "held": TaskStatus.HELD, "not_ready": TaskStatus.WAITING}
+_STATUS_NAMES = {
+    "done": TaskStatus.DONE,
+    "running": TaskStatus.RUNNING,
+    "idle": TaskStatus.IDLE,
+    "held": TaskStatus.HELD,
+    "not_ready": TaskStatus.WAITING,
+}
 
 
 def _stages(predictor: OnlinePredictor, state: RunState, prediction: Prediction) -> list[StageReport]:
@@ -164,17 +180,27 @@ def _stages(predictor: OnlinePredictor, state: RunState, prediction: Prediction)
         unfinished = members[status != TaskStatus.DONE]
         policies = Counter(POLICY_NAMES.get(int(p), str(int(p))) for p in prediction.policy[unfinished])
         counts = {name: int(np.count_nonzero(status == value)) for name, value in _STATUS_NAMES.items()}
-        out.append(StageReport(
-            stage_id=model.stage_id, name=model.name,
-            transformation=workflow.stages[model.stage_id].transformation,
-            on_pool=bool(workflow.on_pool[members].any()), tasks=int(members.size), **counts,
-            completed_in_model=model.n_completed, median_exec_s=_finite(model.median_exec_s),
-            transfer_s=_finite(model.transfer_s), a0=model.a0, a1=model.a1, size_groups=model.n_groups,
-            policy=policies.most_common(1)[0][0] if policies else "done",
-            policies=dict(sorted(policies.items())),
-            predicted_occupancy_s=_finite(float(np.median(prediction.occupancy_s[unfinished])))
-            if unfinished.size else None,
-        ))
+        out.append(
+            StageReport(
+                stage_id=model.stage_id,
+                name=model.name,
+                transformation=workflow.stages[model.stage_id].transformation,
+                on_pool=bool(workflow.on_pool[members].any()),
+                tasks=int(members.size),
+                **counts,
+                completed_in_model=model.n_completed,
+                median_exec_s=_finite(model.median_exec_s),
+                transfer_s=_finite(model.transfer_s),
+                a0=model.a0,
+                a1=model.a1,
+                size_groups=model.n_groups,
+                policy=policies.most_common(1)[0][0] if policies else "done",
+                policies=dict(sorted(policies.items())),
+                predicted_occupancy_s=_finite(float(np.median(prediction.occupancy_s[unfinished])))
+                if unfinished.size
+                else None,
+            )
+        )
     return out
 
 
@@ -183,11 +209,16 @@ def _running(state: RunState, now: float | None) -> list[RunningTask]:
     out = []
     for i in state.running().tolist():
         started = float(state.start_time[i])
-        out.append(RunningTask(
-            task=workflow.task_ids[i], stage=workflow.stages[workflow.stage_of[i]].name,
-            host=state.host.get(i), started=started,
-            elapsed_s=max((now if now is not None else started) - started, 0.0), attempts=int(state.attempts[i]),
-        ))
+        out.append(
+            RunningTask(
+                task=workflow.task_ids[i],
+                stage=workflow.stages[workflow.stage_of[i]].name,
+                host=state.host.get(i),
+                started=started,
+                elapsed_s=max((now if now is not None else started) - started, 0.0),
+                attempts=int(state.attempts[i]),
+            )
+        )
     return sorted(out, key=lambda r: (r.started, r.task))
 
 
@@ -222,18 +253,23 @@ def _clean(value: Any) -> Any:
 
 
 def render_text(report: InspectReport) -> str:
-    lines = [f"workflow {report.workflow}: {report.counts['tasks']} tasks in {len(report.stages)} stages "
-             f"({report.dag})"]
+    lines = [
+        f"workflow {report.workflow}: {report.counts['tasks']} tasks in {len(report.stages)} stages ({report.dag})"
+    ]
     lines.append("  " + _source_line(report))
     lines.append("  " + _status_line(report))
     counts = report.counts
-    lines.append(f"  tasks: {counts['done']} done, {counts['running']} running, {counts['idle']} idle, "
-                 f"{counts['held']} held, {counts['not_ready']} not ready")
+    lines.append(
+        f"  tasks: {counts['done']} done, {counts['running']} running, {counts['idle']} idle, "
+        f"{counts['held']} held, {counts['not_ready']} not ready"
+    )
     lines += ["", *_stage_table(report.stages), "", *_running_lines(report.running)]
     if report.sub_workflows:
         lines += ["", "sub-workflows:"]
-        lines += [f"  {s['node']} -> {s['submit_dir'] or '(not planned yet)'}"
-                  + (f" ({s['dag']})" if s["dag"] else "") for s in report.sub_workflows]
+        lines += [
+            f"  {s['node']} -> {s['submit_dir'] or '(not planned yet)'}" + (f" ({s['dag']})" if s["dag"] else "")
+            for s in report.sub_workflows
+        ]
     if report.warnings:
         lines += ["", f"warnings ({len(report.warnings)}):", *(f"  {w}" for w in report.warnings)]
     return "\n".join(lines)
@@ -247,28 +283,60 @@ def _source_line(report: InspectReport) -> str:
 
 
 def _status_line(report: InspectReport) -> str:
-    dagman = (f"DAGMan finished with status {report.dag_exit_code}" if report.dag_finished
-              else "DAGMan not seen finished")
+    dagman = (
+        f"DAGMan finished with status {report.dag_exit_code}" if report.dag_finished else "DAGMan not seen finished"
+    )
     if report.now is None:
         return f"{dagman}; now: no event yet"
-    stamp = datetime.fromtimestamp(report.now, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    stamp = datetime.fromtimestamp(report.now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"{dagman}; now: {stamp} ({report.now_from})"
 
 
-_HEADER = ("stage", "tasks", "done", "run", "idle", "held", "not ready", "policy", "predicted", "exec", "transfer",
-           "a0", "a1")
+_HEADER = (
+    "stage",
+    "tasks",
+    "done",
+    "run",
+    "idle",
+    "held",
+    "not ready",
+    "policy",
+    "predicted",
+    "exec",
+    "transfer",
+    "a0",
+    "a1",
+)
 
 
 def _stage_table(stages: list[StageReport]) -> list[str]:
     rows = [_HEADER]
     for s in stages:
         name = s.name if s.on_pool else f"{s.name} (off-pool)"
-        rows.append((name, str(s.tasks), str(s.done), str(s.running), str(s.idle), str(s.held), str(s.not_ready),
-                     s.policy, _seconds(s.predicted_occupancy_s), _seconds(s.median_exec_s), _seconds(s.transfer_s),
-                     f"{s.a0:.3g}", f"{s.a1:.3g}"))
+        rows.append(
+            (
+                name,
+                str(s.tasks),
+                str(s.done),
+                str(s.running),
+                str(s.idle),
+                str(s.held),
+                str(s.not_ready),
+                s.policy,
+                _seconds(s.predicted_occupancy_s),
+                _seconds(s.median_exec_s),
+                _seconds(s.transfer_s),
+                f"{s.a0:.3g}",
+                f"{s.a1:.3g}",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
-    return ["  ".join(cell.ljust(w) if i in (0, 7) else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
-            .rstrip() for r in rows]
+    return [
+        "  ".join(
+            cell.ljust(w) if i in (0, 7) else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))
+        ).rstrip()
+        for r in rows
+    ]
 
 
 def _running_lines(running: list[RunningTask]) -> list[str]:
@@ -276,8 +344,10 @@ def _running_lines(running: list[RunningTask]) -> list[str]:
         return ["running tasks: none"]
     lines = [f"running tasks ({len(running)}):"]
     for r in running:
-        lines.append(f"  {r.task}  [{r.stage}]  on {_host(r.host)}  for {_seconds(r.elapsed_s)}"
-                     + (f"  (attempt {r.attempts})" if r.attempts > 1 else ""))
+        lines.append(
+            f"  {r.task}  [{r.stage}]  on {_host(r.host)}  for {_seconds(r.elapsed_s)}"
+            + (f"  (attempt {r.attempts})" if r.attempts > 1 else "")
+        )
     return lines
 
 

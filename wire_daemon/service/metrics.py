@@ -64,7 +64,10 @@ class Metrics:
         self.cost_units = gauge("cost_units", "Charging units paid so far (instance-units)")
         self.last_decision = gauge("last_decision_time_seconds", "Time of the last decision (the loop's clock)")
         self.decision_latency = Histogram(
-            "decision_seconds", "Wall time of one MAPE decision", namespace=ns, registry=self.registry,
+            "decision_seconds",
+            "Wall time of one MAPE decision",
+            namespace=ns,
+            registry=self.registry,
             buckets=LATENCY_BUCKETS_S,
         )
 

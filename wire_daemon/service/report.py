@@ -30,8 +30,16 @@ FIGSIZE_IN = (12.0, 9.0)
 DPI = 100  # with FIGSIZE_IN: a 1200 x 900 pixel image
 _MAX_LABELLED_CHANGES = 40  # past this many launches (or releases), markers only
 _EPOCH_MIN_S = 1e9  # larger times are Unix timestamps (after 2001)
-_COLORS = {"pool": "#1f77b4", "target": "#ff7f0e", "running": "#2ca02c", "idle": "#d62728",
-           "upcoming": "#9467bd", "cost": "#8c564b", "launch": "#17becf", "release": "#e377c2"}
+_COLORS = {
+    "pool": "#1f77b4",
+    "target": "#ff7f0e",
+    "running": "#2ca02c",
+    "idle": "#d62728",
+    "upcoming": "#9467bd",
+    "cost": "#8c564b",
+    "launch": "#17becf",
+    "release": "#e377c2",
+}
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -139,8 +147,14 @@ def render_report(decisions: Iterable[dict], out_png: Path, title: str) -> Path:
         raise ValueError("no decision records to draw")
     x, xlabel = _time_axis(_series(records, "time"))
     has_cost = any(isinstance(r.get("cost_units"), (int, float)) for r in records)
-    fig, axes = plt.subplots(3 if has_cost else 2, 1, sharex=True, figsize=FIGSIZE_IN, dpi=DPI,
-                             gridspec_kw={"height_ratios": [1, 1, 0.7] if has_cost else [1, 1]})
+    fig, axes = plt.subplots(
+        3 if has_cost else 2,
+        1,
+        sharex=True,
+        figsize=FIGSIZE_IN,
+        dpi=DPI,
+        gridspec_kw={"height_ratios": [1, 1, 0.7] if has_cost else [1, 1]},
+    )
     try:
         _draw_pool(axes[0], x, records)
         _draw_tasks(axes[1], x, records)
@@ -173,16 +187,34 @@ def _draw_changes(ax, x: np.ndarray, records: list[dict]) -> None:
             continue
         xs, ys, _ = zip(*hits)
         labelled = len(hits) <= _MAX_LABELLED_CHANGES
-        ax.scatter(xs, ys, marker=marker, s=90 if labelled else 30, color=_COLORS[label], zorder=5,
-                   edgecolor="black", linewidth=0.6, label=f"{label} (count beside marker)" if labelled else label)
+        ax.scatter(
+            xs,
+            ys,
+            marker=marker,
+            s=90 if labelled else 30,
+            color=_COLORS[label],
+            zorder=5,
+            edgecolor="black",
+            linewidth=0.6,
+            label=f"{label} (count beside marker)" if labelled else label,
+        )
         for xi, yi, n in hits if labelled else ():
-            ax.annotate(str(n), (xi, yi), textcoords="offset points", xytext=(7, 4 if key == "launched" else -12),
-                        fontsize=9, color="black")
+            ax.annotate(
+                str(n),
+                (xi, yi),
+                textcoords="offset points",
+                xytext=(7, 4 if key == "launched" else -12),
+                fontsize=9,
+                color="black",
+            )
 
 
 def _draw_tasks(ax, x: np.ndarray, records: list[dict]) -> None:
-    series = (("running", "running tasks (busy slots)", "-"), ("idle", "idle tasks (queued)", "-"),
-              ("upcoming_tasks", "predicted upcoming load (tasks)", ":"))
+    series = (
+        ("running", "running tasks (busy slots)", "-"),
+        ("idle", "idle tasks (queued)", "-"),
+        ("upcoming_tasks", "predicted upcoming load (tasks)", ":"),
+    )
     for key, label, style in series:
         xs, ys = _extended(x, _series(records, key))
         color = _COLORS["upcoming" if key == "upcoming_tasks" else key]
@@ -205,8 +237,15 @@ def _queues_dwarf_running(records: list[dict]) -> bool:
 
 def _draw_cost(ax, x: np.ndarray, records: list[dict]) -> None:
     xs, ys = _extended(x, _series(records, "cost_units"))
-    ax.plot(xs, ys, "-", drawstyle="steps-post", color=_COLORS["cost"], linewidth=2.2,
-            label="cumulative cost (charging units)")
+    ax.plot(
+        xs,
+        ys,
+        "-",
+        drawstyle="steps-post",
+        color=_COLORS["cost"],
+        linewidth=2.2,
+        label="cumulative cost (charging units)",
+    )
     ax.set_ylabel("charging units")
     ax.set_title("Cost", loc="left", fontsize=11, fontweight="bold")
     _integer_y(ax)

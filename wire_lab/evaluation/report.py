@@ -12,15 +12,15 @@ from __future__ import annotations
 import csv
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
-from wire_lab.evaluation.runs import GROUPS, SETTINGS, MemoryRun, Run
 from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.runtime.replay import MEDIUM_STAGE_S, SHORT_STAGE_S, STAGE_CLASSES
+from wire_lab.evaluation.runs import GROUPS, SETTINGS, MemoryRun, Run
 
 PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 COLORS = {
@@ -165,7 +165,11 @@ def overhead_table(runs: Sequence[Run]) -> list[str]:
     for s in _settings_in(runs):
         for k in _keys([r for r in runs if r.setting == s], "time_scale"):
             for p in policies:
-                ok = [r for r in _ok(runs) if (r.setting, r.time_scale, r.policy) == (s, k, p) and r.decision_share_pct is not None]
+                ok = [
+                    r
+                    for r in _ok(runs)
+                    if (r.setting, r.time_scale, r.policy) == (s, k, p) and r.decision_share_pct is not None
+                ]
                 if not ok:
                     continue
                 mean_ms = 1e3 * sum(r.decision_total_s for r in ok) / max(sum(r.iterations for r in ok), 1)
@@ -185,7 +189,9 @@ def memory_table(memory: Sequence[MemoryRun]) -> list[str]:
     for m in memory:
         by_trace[m.trace][m.policy] = m
     lines = [
-        "| trace | tasks | workflow model (MB) | peak while loading (MB) | " + " | ".join(f"replay peak, {p} (MB)" for p in policies) + " |",
+        "| trace | tasks | workflow model (MB) | peak while loading (MB) | "
+        + " | ".join(f"replay peak, {p} (MB)" for p in policies)
+        + " |",
         "|---|---|---|---|" + "---|" * len(policies),
     ]
     for trace, runs in sorted(by_trace.items(), key=lambda kv: (next(iter(kv[1].values())).tasks, kv[0])):
@@ -202,7 +208,9 @@ def error_rows(pooled: dict[tuple[str, float, str], np.ndarray]) -> list[dict]:
     """Quantiles of WIRE's per-task prediction error, per setting, scale and stage class."""
     rows = []
     units = dict(STAGE_CLASSES)
-    for (s, k, cls), err in sorted(pooled.items(), key=lambda kv: (list(SETTINGS).index(kv[0][0]), kv[0][1], _class_order(kv[0][2]))):
+    for (s, k, cls), err in sorted(
+        pooled.items(), key=lambda kv: (list(SETTINGS).index(kv[0][0]), kv[0][1], _class_order(kv[0][2]))
+    ):
         row = {"setting": s, "time_scale": k, "stage_class": cls, "unit": units[cls], "tasks": int(err.size)}
         if err.size:
             row["mean_abs"] = round(float(np.mean(np.abs(err))), 4)
@@ -217,7 +225,16 @@ def _class_order(cls: str) -> int:
 
 
 def write_error_csv(rows: Sequence[dict], path: Path) -> None:
-    names = ["setting", "time_scale", "stage_class", "unit", "tasks", "mean_abs", *(f"p{q}" for q in PERCENTILES), "p90_abs"]
+    names = [
+        "setting",
+        "time_scale",
+        "stage_class",
+        "unit",
+        "tasks",
+        "mean_abs",
+        *(f"p{q}" for q in PERCENTILES),
+        "p90_abs",
+    ]
     with path.open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=names, restval="")
         writer.writeheader()
@@ -316,7 +333,9 @@ def plot_error_cdf(pooled: dict[tuple[str, float, str], np.ndarray], path: Path,
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"WIRE prediction error per task (predicted - measured execution time), {SETTINGS[setting].label}", fontsize=11)
+    fig.suptitle(
+        f"WIRE prediction error per task (predicted - measured execution time), {SETTINGS[setting].label}", fontsize=11
+    )
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -343,14 +362,25 @@ def plot_measure(runs: Sequence[Run], measure: str, path: Path, ylabel: str, tit
         for i, p in enumerate(policies):
             data, positions = [], []
             for c, (s, u) in enumerate(columns):
-                values = [getattr(r, measure) for r in _ok(runs) if (r.setting, r.time_scale, r.u_min, r.policy) == (s, k, u, p)]
+                values = [
+                    getattr(r, measure)
+                    for r in _ok(runs)
+                    if (r.setting, r.time_scale, r.u_min, r.policy) == (s, k, u, p)
+                ]
                 if values:
                     data.append(values)
                     positions.append(c + (i - (len(policies) - 1) / 2) * width)
             if not data:
                 continue
-            box = ax.boxplot(data, positions=positions, widths=width * 0.9, patch_artist=True, manage_ticks=False,
-                             flierprops={"markersize": 2}, medianprops={"color": "black"})
+            box = ax.boxplot(
+                data,
+                positions=positions,
+                widths=width * 0.9,
+                patch_artist=True,
+                manage_ticks=False,
+                flierprops={"markersize": 2},
+                medianprops={"color": "black"},
+            )
             for patch in box["boxes"]:
                 patch.set_facecolor(COLORS.get(p, "white"))
             box["boxes"][0].set_label(p)
@@ -382,7 +412,14 @@ def plot_groups(runs: Sequence[Run], path: Path, setting: str = "paper") -> None
     for ax, g in zip(axes[0], groups):
         for p in _policies_in(mine):
             pts = [r for r in mine if r.group == g and r.policy == p]
-            ax.scatter([r.relative_time for r in pts], [r.cost_ratio for r in pts], s=10, alpha=0.5, color=COLORS.get(p), label=p)
+            ax.scatter(
+                [r.relative_time for r in pts],
+                [r.cost_ratio for r in pts],
+                s=10,
+                alpha=0.5,
+                color=COLORS.get(p),
+                label=p,
+            )
         ax.axhline(1.0, color="black", linewidth=0.5)
         ax.axvline(1.0, color="black", linewidth=0.5)
         ax.set_xscale("log")
@@ -485,20 +522,44 @@ def notes_md(path: Path) -> list[str]:
 
 
 def write_report(
-    out: Path, meta: ReportMeta, runs: Sequence[Run], pooled: dict[tuple[str, float, str], np.ndarray], memory: Sequence[MemoryRun]
+    out: Path,
+    meta: ReportMeta,
+    runs: Sequence[Run],
+    pooled: dict[tuple[str, float, str], np.ndarray],
+    memory: Sequence[MemoryRun],
 ) -> None:
     """Every output but runs.csv (written by the caller): tables, per-trace tables, errors, plots, README."""
     errors = error_rows(pooled)
     write_error_csv(errors, out / "prediction_errors.csv")
     write_md(out / "tables.md", [tables_md(meta, runs, memory)])
-    write_md(out / "per_trace.md", [["# Per-trace results", "", f"From `{meta.command}` on {meta.date}. "
-                                     "Each cell: **cost (charging units) / relative time**, medians over seeds.", ""],
-                                    per_trace_tables(runs)])
+    write_md(
+        out / "per_trace.md",
+        [
+            [
+                "# Per-trace results",
+                "",
+                f"From `{meta.command}` on {meta.date}. "
+                "Each cell: **cost (charging units) / relative time**, medians over seeds.",
+                "",
+            ],
+            per_trace_tables(runs),
+        ],
+    )
     plot_error_cdf(pooled, out / "fig4_prediction_error_cdf.png")
-    plot_measure(runs, "cost_ratio", out / "fig5_cost.png", "cost / full-site cost",
-                 "Cost in charging units relative to full-site, over traces and seeds")
-    plot_measure(runs, "relative_time", out / "fig6_relative_time.png", "makespan / full-site makespan",
-                 "Relative execution time (makespan / full-site makespan), over traces and seeds")
+    plot_measure(
+        runs,
+        "cost_ratio",
+        out / "fig5_cost.png",
+        "cost / full-site cost",
+        "Cost in charging units relative to full-site, over traces and seeds",
+    )
+    plot_measure(
+        runs,
+        "relative_time",
+        out / "fig6_relative_time.png",
+        "makespan / full-site makespan",
+        "Relative execution time (makespan / full-site makespan), over traces and seeds",
+    )
     plot_groups(runs, out / "groups_paper.png")
     paper_errors = [r for r in errors if r["setting"] == "paper"]
     write_md(out / "README.md", [readme_md(meta, runs, error_table(paper_errors), notes_md(out / "notes.md"))])

@@ -32,20 +32,20 @@ import os
 import signal
 import time
 import tracemalloc
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
-from wire_daemon.runtime.policies import POLICY_NAMES
-from wire_daemon.runtime.replay import STAGE_CLASSES, ReplayResult, replay
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.traces import load_trace
+from wire_daemon.runtime.policies import POLICY_NAMES
+from wire_daemon.runtime.replay import STAGE_CLASSES, ReplayResult, replay
 
 SLOTS = 4
 MAX_INSTANCES = 12
@@ -125,10 +125,15 @@ class JobResult:
     cpu_s: float = 0.0
 
     def to_json(self) -> dict:
-        return {"job": asdict(self.job), "runs": [asdict(r) for r in self.runs], "errors": self.errors, "cpu_s": self.cpu_s}
+        return {
+            "job": asdict(self.job),
+            "runs": [asdict(r) for r in self.runs],
+            "errors": self.errors,
+            "cpu_s": self.cpu_s,
+        }
 
     @staticmethod
-    def from_json(data: dict) -> "JobResult":
+    def from_json(data: dict) -> JobResult:
         return JobResult(Job(**data["job"]), [Run(**r) for r in data["runs"]], data["errors"], data["cpu_s"])
 
 
@@ -177,7 +182,9 @@ def make_jobs(
                     for seed in (seeds_at_scale or {}).get(k, seeds):
                         jobs.append(Job(name, str(path), s, u, k, seed))
     # long runs first, so that the workers finish together
-    return sorted(jobs, key=lambda j: (-j.time_scale, SETTINGS[j.setting].interval_s, -_json_bytes(Path(j.path)), j.key))
+    return sorted(
+        jobs, key=lambda j: (-j.time_scale, SETTINGS[j.setting].interval_s, -_json_bytes(Path(j.path)), j.key)
+    )
 
 
 def _json_bytes(path: Path) -> int:
@@ -191,7 +198,10 @@ def _json_bytes(path: Path) -> int:
 
 def replay_config(setting: Setting, u_min: float, time_scale: float, seed: int) -> ReplayConfig:
     steering = SteeringConfig(
-        charging_unit_s=u_min * 60.0, interval_s=setting.interval_s, slots_per_instance=SLOTS, max_instances=MAX_INSTANCES
+        charging_unit_s=u_min * 60.0,
+        interval_s=setting.interval_s,
+        slots_per_instance=SLOTS,
+        max_instances=MAX_INSTANCES,
     )
     emulation = EmulationConfig(boot_lag_s=setting.boot_lag_s, time_scale=time_scale, seed=seed)
     return ReplayConfig(PredictionConfig(), steering, emulation).validate()
@@ -300,7 +310,9 @@ def _run(base: Run, policy: str, r: ReplayResult | None, full: ReplayResult) -> 
         peak_instances=r.peak_instances,
         iterations=r.iterations,
         decision_total_s=round(decision_total, 5),
-        decision_share_pct=round(100.0 * decision_total / base.aggregate_task_s, 6) if base.aggregate_task_s > 0 else None,
+        decision_share_pct=round(100.0 * decision_total / base.aggregate_task_s, 6)
+        if base.aggregate_task_s > 0
+        else None,
         decision_max_ms=round(r.decision_max_s * 1e3, 3),
         wall_s=round(r.wall_s, 3),
     )
@@ -402,10 +414,14 @@ def run_grid(
     """Run what the cache does not hold, with at most ``MAX_WORKERS`` processes."""
     cached = cache.load()
     results = [JobResult.from_json(cached["job:" + j.key]) for j in jobs if "job:" + j.key in cached]
-    memory = [MemoryRun(**m) for name, _ in memory_traces if "memory:" + name in cached for m in cached["memory:" + name]]
+    memory = [
+        MemoryRun(**m) for name, _ in memory_traces if "memory:" + name in cached for m in cached["memory:" + name]
+    ]
     todo = [j for j in jobs if "job:" + j.key not in cached]
     mem_todo = [(n, p) for n, p in memory_traces if "memory:" + n not in cached]
-    progress(f"{len(jobs)} jobs ({len(jobs) - len(todo)} cached), {len(memory_traces)} memory runs ({len(memory_traces) - len(mem_todo)} cached)")
+    progress(
+        f"{len(jobs)} jobs ({len(jobs) - len(todo)} cached), {len(memory_traces)} memory runs ({len(memory_traces) - len(mem_todo)} cached)"
+    )
     cpu = 0.0
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, min(workers, MAX_WORKERS))) as pool:
@@ -420,7 +436,9 @@ def run_grid(
                 cpu += result.cpu_s
                 late = [r.policy for r in result.runs if not r.ok]
                 note = f"  TIMEOUT: {', '.join(late)}" if late else ""
-                progress(f"[{done}/{len(futures)}] {time.perf_counter() - started:7.1f}s {what.key}: {result.cpu_s:.2f} CPU s{note}")
+                progress(
+                    f"[{done}/{len(futures)}] {time.perf_counter() - started:7.1f}s {what.key}: {result.cpu_s:.2f} CPU s{note}"
+                )
             else:
                 rows = future.result()
                 memory += rows
@@ -435,7 +453,9 @@ def run_grid(
 def all_runs(results: Iterable[JobResult]) -> list[Run]:
     order = {p: i for i, p in enumerate(POLICY_NAMES)}
     runs = [r for res in results for r in res.runs]
-    return sorted(runs, key=lambda r: (r.setting, r.time_scale, r.u_min, r.seed, r.intervals, r.trace, order.get(r.policy, 99)))
+    return sorted(
+        runs, key=lambda r: (r.setting, r.time_scale, r.u_min, r.seed, r.intervals, r.trace, order.get(r.policy, 99))
+    )
 
 
 def write_runs_csv(runs: Sequence[Run], path: Path) -> None:

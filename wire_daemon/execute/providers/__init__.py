@@ -45,7 +45,12 @@ class ProviderSpec:
 PROVIDERS = {
     "ec2": ProviderSpec("ec2", "wire_daemon.execute.providers.ec2", "Ec2Driver", "Ec2Config", "ec2", "boto3"),
     "openstack": ProviderSpec(
-        "openstack", "wire_daemon.execute.providers.openstack", "OpenStackDriver", "OpenStackConfig", "openstack", "openstack"
+        "openstack",
+        "wire_daemon.execute.providers.openstack",
+        "OpenStackDriver",
+        "OpenStackConfig",
+        "openstack",
+        "openstack",
     ),
 }
 

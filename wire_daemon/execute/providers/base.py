@@ -25,12 +25,12 @@ import logging
 import re
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from wire_daemon.core.errors import CloudConfigError, ConfigError
-from wire_daemon.execute.providers.retry import Retrier
 from wire_daemon.core.instances import LIVE_STATES, UNUSABLE_STATES, Instance
+from wire_daemon.execute.providers.retry import Retrier
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 def check_name(key: str, value: str) -> str:
     """Pool names, daemon ids and request ids go into tags, server names and shell scripts."""
     if not isinstance(value, str) or not _NAME.match(value):
-        raise ConfigError(f"{key} must be 1-63 letters, digits, '-' or '_', starting with a letter or digit (got {value!r})")
+        raise ConfigError(
+            f"{key} must be 1-63 letters, digits, '-' or '_', starting with a letter or digit (got {value!r})"
+        )
     return value
 
 
@@ -62,7 +64,7 @@ class Ownership:
     pool: str
     daemon_id: str
 
-    def validate(self) -> "Ownership":
+    def validate(self) -> Ownership:
         check_name("cloud.pool", self.pool)
         check_name("cloud.daemon_id", self.daemon_id)
         return self

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
@@ -67,7 +68,7 @@ class Ec2Config:
     endpoint_url: str = ""  # a VPC endpoint, or a test server
     extra_tags: dict[str, str] = field(default_factory=dict)  # e.g. cost allocation
 
-    def validate(self) -> "Ec2Config":
+    def validate(self) -> Ec2Config:
         for key in ("region", "image_id", "instance_type"):
             if not getattr(self, key):
                 raise ConfigError(f"cloud.ec2.{key} is required")
@@ -172,7 +173,9 @@ class Ec2Driver(CloudDriver):
         own = self.ownership
         return hashlib.sha256(f"{own.pool}/{own.daemon_id}/{request_id}".encode()).hexdigest()
 
-    def _describe(self, filters: list[tuple[str, list[str]]], ids: Sequence[str] | None, operation: str) -> list[Instance]:
+    def _describe(
+        self, filters: list[tuple[str, list[str]]], ids: Sequence[str] | None, operation: str
+    ) -> list[Instance]:
         own = self.ownership
         all_filters = [(f"tag:{TAG_POOL}", [own.pool]), (f"tag:{TAG_DAEMON}", [own.daemon_id]), *filters]
         args: dict[str, Any] = {"Filters": [{"Name": name, "Values": values} for name, values in all_filters]}

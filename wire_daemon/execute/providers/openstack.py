@@ -21,10 +21,11 @@ import base64
 import json
 import logging
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
@@ -71,7 +72,7 @@ class OpenStackConfig:
     slots_per_instance: int = 4  # Condor slots per worker: a flavor does not say
     config_drive: bool = False  # deliver user-data on a config drive instead of the metadata service
 
-    def validate(self) -> "OpenStackConfig":
+    def validate(self) -> OpenStackConfig:
         for key in ("flavor", "image_id", "network_id"):
             if not getattr(self, key):
                 raise ConfigError(f"cloud.openstack.{key} is required")
@@ -134,7 +135,12 @@ class OpenStackDriver(CloudDriver):
             metadata = dict(server.metadata or {})
             mine = self.ownership.owns(metadata) and metadata.get(TAG_REQUEST) == request_id
             if not mine and (server.name or "").startswith(prefix):
-                log.warning("openstack: server %s (%s) is named for request %s but lacks our metadata", server.id, server.name, request_id)
+                log.warning(
+                    "openstack: server %s (%s) is named for request %s but lacks our metadata",
+                    server.id,
+                    server.name,
+                    request_id,
+                )
                 mine = True
             if mine:
                 found.append(self._instance(server, request_id))
@@ -310,7 +316,9 @@ def map_error(exc: Exception, operation: str) -> CloudError:
         kind = "invalid_config"  # a CA bundle problem: retrying will not fix it
     elif isinstance(exc, (ka.ConnectionError, ka.DiscoveryFailure)):
         kind = "transient"
-    elif isinstance(exc, (ka.EndpointNotFound, sdk.EndpointNotFound, ka.AuthPluginException, ka.OptionError, sdk.ConfigException)):
+    elif isinstance(
+        exc, (ka.EndpointNotFound, sdk.EndpointNotFound, ka.AuthPluginException, ka.OptionError, sdk.ConfigException)
+    ):
         kind = "invalid_config"  # no compute endpoint in the catalog, or an incomplete clouds.yaml
     else:
         kind = "unknown"

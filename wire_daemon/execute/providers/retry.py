@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from wire_daemon.core.errors import CloudError, ConfigError
 
@@ -31,7 +32,7 @@ class RetryPolicy:
     # call cannot hold the MAPE interval (about 3 min) for long.
     max_total_s: float = 60.0
 
-    def validate(self) -> "RetryPolicy":
+    def validate(self) -> RetryPolicy:
         if self.max_attempts < 1:
             raise ConfigError(f"cloud.retry.max_attempts must be >= 1 (got {self.max_attempts!r})")
         if not 0 < self.base_delay_s <= self.max_delay_s:
