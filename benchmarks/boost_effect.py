@@ -1,6 +1,7 @@
 """What the priority boost (first five ready tasks of each stage) does, on the emulated site.
 
-Usage: python3 benchmarks/boost_effect.py [TRACE ...] [--seeds 0 1 2] [--time-scale 10] [--charging-unit 15] [--out FILE]
+Usage: python3 benchmarks/boost_effect.py [TRACE ...] [--seeds 0 1 2] [--time-scale 10]
+                                          [--charging-unit 15] [--out FILE]
 
 For every trace it replays WIRE with and without the boost on the same seeds,
 and reports how much earlier each stage's first task completes, the
@@ -69,7 +70,8 @@ def row(path: Path, seeds: list[int], scale: float, unit_min: float) -> str:
     span_on, span_off = (statistics.mean(x) for x in zip(*spans))
     err = " / ".join(f"{_nanmean(on)} vs {_nanmean(off)}" for on, off in errs.values())
     return (
-        f"| {path.name} | {np.mean(g):.1f} | {np.median(g):.1f} | {np.max(g):.1f} | {np.mean(g > 0) * 100:.0f}% / {np.mean(g < 0) * 100:.0f}% "
+        f"| {path.name} | {np.mean(g):.1f} | {np.median(g):.1f} | {np.max(g):.1f} "
+        f"| {np.mean(g > 0) * 100:.0f}% / {np.mean(g < 0) * 100:.0f}% "
         f"| {cost_on:.1f} vs {cost_off:.1f} | {span_on:.0f} vs {span_off:.0f} | {err} |"
     )
 
@@ -90,15 +92,18 @@ def main() -> None:
     lines = [
         "# The priority boost: first five ready tasks of each stage",
         "",
-        f"Command: `python3 benchmarks/boost_effect.py --seeds {' '.join(map(str, args.seeds))} --time-scale {args.time_scale:g} "
-        f"--charging-unit {args.charging_unit:g}` ({date.today().isoformat()}). WIRE policy, with and without the boost, same seeds; "
+        f"Command: `python3 benchmarks/boost_effect.py --seeds {' '.join(map(str, args.seeds))} "
+        f"--time-scale {args.time_scale:g} --charging-unit {args.charging_unit:g}` "
+        f"({date.today().isoformat()}). WIRE policy, with and without the boost, same seeds; "
         "3-minute interval, 4 slots x 12 instances.",
         "",
-        "Columns: how much earlier (s) each stage's first task completes with the boost (mean, median, max over stages and seeds); "
+        "Columns: how much earlier (s) each stage's first task completes with the boost "
+        "(mean, median, max over stages and seeds); "
         "share of stages where it is earlier / later; mean cost and makespan with vs without; mean |prediction error| "
         "with vs without for short (s) / medium (s) / long (relative) stages.",
         "",
-        "| trace | earlier mean | median | max | earlier / later | cost (units) | makespan (s) | error short / medium / long |",
+        "| trace | earlier mean | median | max | earlier / later "
+        "| cost (units) | makespan (s) | error short / medium / long |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for path in traces(args.traces):

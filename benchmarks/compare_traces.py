@@ -376,7 +376,8 @@ def _vs_oracle(runs: dict[Key, dict[str, Row]]) -> list[str]:
         f"- Oracle vs WIRE over {len(pairs)} runs: the oracle is cheaper in {cheaper}, costs the same in "
         f"{len(pairs) - cheaper - dearer}, is dearer in {dearer}; it is faster in {faster} and slower in {slower}. "
         f"Oracle cost over WIRE cost, summed per u: {_ratio_per_unit(pairs)}; mean relative time "
-        f"{_mean(o.relative_time for _, o in pairs):.2f} (oracle) vs {_mean(w.relative_time for w, _ in pairs):.2f} (WIRE).",
+        f"{_mean(o.relative_time for _, o in pairs):.2f} (oracle) "
+        f"vs {_mean(w.relative_time for w, _ in pairs):.2f} (WIRE).",
         "",
     ]
     differ = [(w, o) for w, o in pairs if w.cost_units != o.cost_units]
@@ -477,7 +478,8 @@ def header_md(command: str, n_traces: int, args: argparse.Namespace) -> list[str
         "",
         f"Setting: {n_traces} traces, charging units u = {', '.join(f'{u:g}' for u in args.units)} min; "
         f"MAPE interval = boot lag = {INTERVAL_S:g} s; {SLOTS} slots per instance, at most {MAX_INSTANCES} "
-        f"instances; seed {seeds}; at most {args.timeout:g} s of CPU time per policy run; every other setting at its default (one instance up at submit, "
+        f"instances; seed {seeds}; at most {args.timeout:g} s of CPU time per policy run; "
+        "every other setting at its default (one instance up at submit, "
         "priority boost of each stage's first tasks, 125 MB/s per slot). Relative time is the makespan "
         "over the full-site makespan; *intervals* is the full-site makespan over the interval.",
         "",

@@ -24,7 +24,8 @@ unchanged code only re-renders.
 Usage (from the repository root)::
 
     nice python3 benchmarks/evaluate.py
-    python3 benchmarks/evaluate.py --traces some/trace.json --units 60 --scales 1 --seeds 0 --settings paper --out /tmp/eval
+    python3 benchmarks/evaluate.py --traces some/trace.json --units 60 --scales 1 --seeds 0 \\
+        --settings paper --out /tmp/eval
 """
 
 from __future__ import annotations
@@ -206,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     write_report(args.out, meta, runs, pooled_errors(outcome.results), outcome.memory)
     print(
-        f"wrote {args.out}: {len(runs)} runs, {meta.wall_s:.0f} s wall, {cpu_seconds():.0f} s CPU in this process and its workers"
+        f"wrote {args.out}: {len(runs)} runs, {meta.wall_s:.0f} s wall, "
+        f"{cpu_seconds():.0f} s CPU in this process and its workers"
     )
     return 0
 

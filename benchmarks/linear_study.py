@@ -394,7 +394,8 @@ def bound_summary(outcomes: Sequence[Outcome]) -> list[str]:
             res = max(sound, key=lambda o: o.resource_ratio)
             com = max(sound, key=lambda o: o.completion_ratio)
             lines.append(
-                f"{head}  max resource {res.resource_ratio:.4f} (R/U={res.x:g}, {res.resource_ratio - RESOURCE_BOUND:+.4f}"
+                f"{head}  max resource {res.resource_ratio:.4f} "
+                f"(R/U={res.x:g}, {res.resource_ratio - RESOURCE_BOUND:+.4f}"
                 f" vs 4/3)  max completion {com.completion_ratio:.4f} (R/U={com.x:g},"
                 f" {com.completion_ratio - COMPLETION_BOUND:+.4f} vs 5/3)"
             )

@@ -40,7 +40,8 @@ def measure(path: Path, repeat: int, time_scale: float) -> None:
     config = ReplayConfig(emulation=EmulationConfig(time_scale=time_scale))
     print(f"\n{path.name}: {workflow.n_tasks} tasks, {workflow.n_edges} edges, loaded in {load_s * 1e3:.0f} ms")
     print(
-        f"{'policy':<20} {'wall s (median)':>15} {'virtual s / wall s':>19} {'iterations':>10} {'decision ms mean/max':>21}"
+        f"{'policy':<20} {'wall s (median)':>15} {'virtual s / wall s':>19} "
+        f"{'iterations':>10} {'decision ms mean/max':>21}"
     )
     total = 0.0
     for policy in POLICY_NAMES:

@@ -164,8 +164,10 @@ def report(shape: str, n_tasks: int, runs: list[RunFigures], bytes_per_task: flo
     p50, p99, top, cpu, wave = med("p50_s"), med("p99_s"), med("max_s"), med("cpu_p50_s"), med("wavefront")
     memory = f"{bytes_per_task:>8.0f}" if bytes_per_task is not None else f"{'-':>8}"
     print(
-        f"{shape:<12} {n_tasks:>9,d} {int(med('iterations')):>6d} {p50 * 1e3:>9.1f} {p99 * 1e3:>9.1f} {top * 1e3:>9.1f} {cpu * 1e3:>9.1f} "
-        f"{p50 / max(wave, 1) * 1e6:>12.2f} {int(wave):>10,d} {memory} {med('virtual_per_wall'):>11.0f} {med('wall_s'):>8.1f}",
+        f"{shape:<12} {n_tasks:>9,d} {int(med('iterations')):>6d} "
+        f"{p50 * 1e3:>9.1f} {p99 * 1e3:>9.1f} {top * 1e3:>9.1f} {cpu * 1e3:>9.1f} "
+        f"{p50 / max(wave, 1) * 1e6:>12.2f} {int(wave):>10,d} {memory} "
+        f"{med('virtual_per_wall'):>11.0f} {med('wall_s'):>8.1f}",
         flush=True,
     )
 
@@ -183,10 +185,12 @@ def main() -> None:
         memory_child(args.memory_child[0], int(args.memory_child[1]))
         return
     print(
-        f"median of {args.repeat} runs; iteration = one whole MAPE step; wavefront = running + idle + projected-done tasks"
+        f"median of {args.repeat} runs; iteration = one whole MAPE step; "
+        "wavefront = running + idle + projected-done tasks"
     )
     print(
-        f"{'shape':<12} {'tasks':>9} {'iters':>6} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'cpu p50':>9} {'p50 us/wave':>12} "
+        f"{'shape':<12} {'tasks':>9} {'iters':>6} "
+        f"{'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'cpu p50':>9} {'p50 us/wave':>12} "
         f"{'wavefront':>10} {'B/task':>8} {'virt s/s':>11} {'wall s':>8}"
     )
     profiler = cProfile.Profile() if args.profile else None

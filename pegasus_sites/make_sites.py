@@ -78,7 +78,9 @@ def pool_requirements(pool: str) -> str:
     return f'TARGET.WirePool =?= "{pool}"'
 
 
-def build_catalog(pool: str = DEFAULT_POOL, scratch: str = DEFAULT_SCRATCH, storage: str = DEFAULT_STORAGE) -> SiteCatalog:
+def build_catalog(
+    pool: str = DEFAULT_POOL, scratch: str = DEFAULT_SCRATCH, storage: str = DEFAULT_STORAGE
+) -> SiteCatalog:
     return SiteCatalog().add_sites(local_site(scratch, storage), pool_site(pool))
 
 
@@ -112,8 +114,12 @@ def load_catalog(text: str) -> SiteCatalog:
 
 
 def _directory(entry: dict) -> Directory:
-    kinds = {"sharedScratch": Directory.SHARED_SCRATCH, "sharedStorage": Directory.SHARED_STORAGE,
-             "localScratch": Directory.LOCAL_SCRATCH, "localStorage": Directory.LOCAL_STORAGE}
+    kinds = {
+        "sharedScratch": Directory.SHARED_SCRATCH,
+        "sharedStorage": Directory.SHARED_STORAGE,
+        "localScratch": Directory.LOCAL_SCRATCH,
+        "localStorage": Directory.LOCAL_STORAGE,
+    }
     directory = Directory(kinds[entry["type"]], entry["path"], shared_file_system=entry.get("sharedFileSystem", False))
     for server in entry.get("fileServers", []):
         directory.add_file_servers(FileServer(server["url"], Operation(server["operation"])))
@@ -125,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool", default=DEFAULT_POOL, help=f"WirePool value of the workers (default {DEFAULT_POOL})")
     parser.add_argument("--scratch", default=DEFAULT_SCRATCH, help="shared scratch directory on the submit host")
     parser.add_argument("--storage", default=DEFAULT_STORAGE, help="output directory on the submit host")
-    parser.add_argument("-o", "--output", default=str(Path(__file__).with_name("sites.yml")), help="file to write, - for stdout")
+    parser.add_argument(
+        "-o", "--output", default=str(Path(__file__).with_name("sites.yml")), help="file to write, - for stdout"
+    )
     parser.add_argument("--check", metavar="FILE", help="load FILE with Pegasus.api and report its sites")
     args = parser.parse_args(argv)
     if args.check:

@@ -119,26 +119,26 @@ def test_no_work_left_lets_the_pool_go_to_min_instances():
     assert steer([], ending, SteeringConfig(min_instances=2), work_left=False).release == []
 
 
-def _resize_pool_as_written(upcoming, u, l, leftover_fraction=0.2, max_instances=None, carry_overshoot=False):
+def _resize_pool_as_written(upcoming, u, slots, leftover_fraction=0.2, max_instances=None, carry_overshoot=False):
     """Algorithm 3 line by line (unsorted slots, min() every step): the reference for the fast loop."""
-    p, used, slots, queue, pending = 0, 0.0, [], iter(upcoming), len(upcoming)
+    p, used, loads, queue, pending = 0, 0.0, [], iter(upcoming), len(upcoming)
     while pending > 0:
-        while len(slots) < l and pending > 0:
-            slots.append(float(next(queue)))
+        while len(loads) < slots and pending > 0:
+            loads.append(float(next(queue)))
             pending -= 1
-        if len(slots) == l:
-            shortest = min(slots)
+        if len(loads) == slots:
+            shortest = min(loads)
             used += shortest
             if used >= u:
                 p += 1
                 if max_instances is not None and p >= max_instances:
                     return p
                 if not carry_overshoot:
-                    used, slots = 0.0, []
+                    used, loads = 0.0, []
                     continue
                 used -= u
-            slots = [t - shortest for t in slots if t != shortest]
-    if p == 0 or max(slots, default=0.0) > leftover_fraction * u:
+            loads = [t - shortest for t in loads if t != shortest]
+    if p == 0 or max(loads, default=0.0) > leftover_fraction * u:
         p += 1
     return p
 

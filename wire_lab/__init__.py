@@ -1,1 +1,4 @@
-"""Research and test tooling around wire-daemon: evaluation, the live-writing emulator, the real-pool harness. Not installed with the daemon."""
+"""Research and test tooling around wire-daemon.
+
+Evaluation, the live-writing emulator, the real-pool harness. Not installed with the daemon.
+"""

@@ -199,7 +199,9 @@ CHILD = textwrap.dedent(
     from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver, make_client
     from wire_daemon.core.store import StateStore
     endpoint, image, subnet, pool, state_path = sys.argv[1:6]
-    config = Ec2Config(region="us-east-1", image_id=image, instance_type="c5.xlarge", subnet_id=subnet, endpoint_url=endpoint)
+    config = Ec2Config(
+        region="us-east-1", image_id=image, instance_type="c5.xlarge", subnet_id=subnet, endpoint_url=endpoint
+    )
     driver = Ec2Driver(config, Ownership(pool, "daemon-a"), "#!/bin/sh\\ntrue\\n", make_client(config))
     store = StateStore(state_path)
     request = store.open_request(2)          # "launch requested" is durable

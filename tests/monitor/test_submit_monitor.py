@@ -19,7 +19,7 @@ from wire_daemon.monitor.submit_monitor import MemoryPositionStore, SubmitDirMon
 from . import condor_log_text as text
 from .conftest import LSST, SUBMIT
 
-W, I, R, D, H = TaskStatus.WAITING, TaskStatus.IDLE, TaskStatus.RUNNING, TaskStatus.DONE, TaskStatus.HELD
+WAITING, IDLE, DONE = TaskStatus.WAITING, TaskStatus.IDLE, TaskStatus.DONE
 INNER = "hierarchical_wf_success/00/00/blackdiamond_diamond_subworkflow.000"
 
 
@@ -58,26 +58,26 @@ def _copy(tmp_path: Path, source: Path) -> Path:
 
 EXPECTED = {
     # dir: (events per kind, statuses of the tasks named, counts of all statuses)
-    "process_wf_success": ({"submitted": 5, "started": 5, "finished": 5}, {"ls_ID0000001": D}, {D: 5}),
+    "process_wf_success": ({"submitted": 5, "started": 5, "finished": 5}, {"ls_ID0000001": DONE}, {DONE: 5}),
     "process_wf_failure": (
         {"submitted": 3, "started": 3, "finished": 3},
-        {"create_dir_process_0_local": D, "ls_ID0000001": I, "stage_out_local_local_0_0": W},
-        {D: 1, I: 1, W: 3},
+        {"create_dir_process_0_local": DONE, "ls_ID0000001": IDLE, "stage_out_local_local_0_0": WAITING},
+        {DONE: 1, IDLE: 1, WAITING: 3},
     ),
     "sample_wf_held": (
         {"submitted": 3, "started": 3, "finished": 2, "evicted": 1, "held": 1, "aborted": 1},
-        {"chebi_drug_loader_ID0000001": W, "stage_in_local_local_0_0": D},
-        {D: 2, W: 6},
+        {"chebi_drug_loader_ID0000001": WAITING, "stage_in_local_local_0_0": DONE},
+        {DONE: 2, WAITING: 6},
     ),
     "hierarchical_wf_success": (
         {"submitted": 11, "started": 11, "finished": 11},
-        {"pegasus-plan_diamond_subworkflow": D, "cleanup_hierarchical-workflow_0_local": W},
-        {D: 11, W: 2},
+        {"pegasus-plan_diamond_subworkflow": DONE, "cleanup_hierarchical-workflow_0_local": WAITING},
+        {DONE: 11, WAITING: 2},
     ),
     "hierarchical_wf_failure": (
         {"submitted": 6, "started": 6, "finished": 6},
-        {"pegasus-plan_diamond_subworkflow": W, "curl_ID0000001": D},
-        {D: 6, W: 7},
+        {"pegasus-plan_diamond_subworkflow": WAITING, "curl_ID0000001": DONE},
+        {DONE: 6, WAITING: 7},
     ),
 }
 
@@ -212,7 +212,7 @@ def test_garbage_kickstart_record_warns_and_finishes_without_it(tmp_path: Path) 
     problems = Problems()
     state = _state(SubmitDirMonitor(wf, problems=problems))
     i = state.workflow.index_of("ls_ID0000001")
-    assert state.status[i] == D and state.exec_s[i] == state.occupancy_s[i] == 1.0
+    assert state.status[i] == DONE and state.exec_s[i] == state.occupancy_s[i] == 1.0
     assert any(m.startswith(str(record)) for m in problems.messages)
 
 

@@ -8,6 +8,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from wire_daemon.cli.service_commands import add_service_commands
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
@@ -68,7 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument(
         "--decisions-out",
         metavar="FILE",
-        help="write each policy's decisions as JSON lines (FILE, or FILE.<policy> with --compare), for `wire-daemon report`",
+        help=(
+            "write each policy's decisions as JSON lines (FILE, or FILE.<policy> with --compare), "
+            "for `wire-daemon report`"
+        ),
     )
     rp.set_defaults(handler=_replay)
     add_service_commands(sub)
@@ -129,7 +133,8 @@ def _replay(args: argparse.Namespace) -> int:
         return 0
     print(
         f"trace {path.name}: {workflow.n_tasks} tasks, {len(workflow.stages)} stages; "
-        f"u = {args.charging_unit:g} min, interval {args.interval:g} s, {args.slots} slots x {args.max_instances} instances, "
+        f"u = {args.charging_unit:g} min, interval {args.interval:g} s, "
+        f"{args.slots} slots x {args.max_instances} instances, "
         f"time scale {args.time_scale:g}"
     )
     if args.verbose:
@@ -154,8 +159,10 @@ def _print_decisions(result: ReplayResult) -> None:
     print()
 
 
-def _json(path: Path, n_tasks: int, config: ReplayConfig, results: dict[str, ReplayResult], verbose: bool) -> dict:
-    out = {
+def _json(
+    path: Path, n_tasks: int, config: ReplayConfig, results: dict[str, ReplayResult], verbose: bool
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "trace": path.name,
         "tasks": n_tasks,
         "charging_unit_s": config.steering.charging_unit_s,

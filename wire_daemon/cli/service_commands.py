@@ -149,7 +149,8 @@ def render_status(report: dict[str, Any]) -> str:
     lines.append("pool:")
     for i in report["pool"]:
         lines.append(
-            f"  {i['instance_id']:<14} {i['state']:<8} age {i['age_s']:>8.0f} s  busy {i['busy_slots']}/{i['slots']}  next charge in {i['next_charge_in_s']:>6.0f} s"
+            f"  {i['instance_id']:<14} {i['state']:<8} age {i['age_s']:>8.0f} s  "
+            f"busy {i['busy_slots']}/{i['slots']}  next charge in {i['next_charge_in_s']:>6.0f} s"
         )
     lines.append("stages:")
     for s in report["stages"]:
@@ -159,7 +160,8 @@ def render_status(report: dict[str, Any]) -> str:
             else f"  predicted {s['predicted_occupancy_s']:>7.1f} s (policy {s['prediction_policy']})"
         )
         lines.append(
-            f"  {s['stage']:<24} done {s['done']:>5}/{s['tasks']:<5} running {s['running']:>4} idle {s['idle']:>5} not ready {s['not_ready']:>5}{predicted}"
+            f"  {s['stage']:<24} done {s['done']:>5}/{s['tasks']:<5} running {s['running']:>4} "
+            f"idle {s['idle']:>5} not ready {s['not_ready']:>5}{predicted}"
         )
     return "\n".join(lines)
 

@@ -29,7 +29,8 @@ class PredictionConfig:
         _at_least("prediction.same_input_relative_tolerance", self.same_input_relative_tolerance, 0.0)
         if self.running_only_estimate not in ("stage-elapsed", "median-elapsed"):
             raise ConfigError(
-                f"prediction.running_only_estimate must be 'stage-elapsed' or 'median-elapsed' (got {self.running_only_estimate!r})"
+                "prediction.running_only_estimate must be 'stage-elapsed' or 'median-elapsed' "
+                f"(got {self.running_only_estimate!r})"
             )
 
 

@@ -134,10 +134,13 @@ class Lifecycle:
                 self._set(instance.instance_id, LifecycleState.BOOTING)
                 result.adopted.append(instance.instance_id)
                 state = LifecycleState.BOOTING
-            if state == LifecycleState.BOOTING and instance.state == RUNNING:
-                if joined is None or joined(instance.instance_id):
-                    self._set(instance.instance_id, LifecycleState.JOINED)
-                    result.joined.append(instance.instance_id)
+            if (
+                state == LifecycleState.BOOTING
+                and instance.state == RUNNING
+                and (joined is None or joined(instance.instance_id))
+            ):
+                self._set(instance.instance_id, LifecycleState.JOINED)
+                result.joined.append(instance.instance_id)
         for instance_id, state in list(self._state.items()):
             if instance_id in present or not state.is_live or state == LifecycleState.REQUESTED:
                 continue

@@ -147,7 +147,8 @@ class StateStore:
 
     def open_requests(self) -> list[LaunchRequest]:
         rows = self._db.execute(
-            "SELECT request_id, count, requested_at, state FROM launch_requests WHERE state = 'open' ORDER BY requested_at"
+            "SELECT request_id, count, requested_at, state FROM launch_requests "
+            "WHERE state = 'open' ORDER BY requested_at"
         )
         return [LaunchRequest(*row) for row in rows]
 
@@ -190,7 +191,7 @@ class StateStore:
         if live_only:
             query += " WHERE ended_at IS NULL"
         rows = self._db.execute(query + " ORDER BY launch_time, instance_id")
-        return [InstanceRecord(*row[:6], LifecycleState(row[6]), *row[7:]) for row in rows]
+        return [_instance_record(row) for row in rows]
 
     # -- read positions --------------------------------------------------------
 
@@ -250,3 +251,11 @@ def _now(now: float | None) -> float:
 
 def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _instance_record(row: tuple[Any, ...]) -> InstanceRecord:
+    """One ``instances`` row, its columns in the schema's order."""
+    instance_id, request_id, launch_time, unit_start, slots, address, state, ended_at, end_reason = row
+    return InstanceRecord(
+        instance_id, request_id, launch_time, unit_start, slots, address, LifecycleState(state), ended_at, end_reason
+    )

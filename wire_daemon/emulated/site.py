@@ -29,6 +29,7 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -203,11 +204,11 @@ class EmulatedSite:
 
     def _dispatch(self, kind: int, payload: object) -> None:
         if kind == _SUBMIT:
-            self._submit(payload)  # type: ignore[arg-type]
+            self._submit(cast(list[int], payload))
         elif kind == _NEGOTIATE:
             self._negotiate()
         elif kind == _FINISH:
-            task, attempt = payload  # type: ignore[misc]
+            task, attempt = cast(tuple[int, int], payload)
             if self._attempt[task] == attempt and task in self._host:
                 self._finish(task)
         elif kind == _BOOT:

@@ -66,7 +66,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from wire_daemon.core.errors import WorkflowError
 from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
@@ -340,7 +340,7 @@ class _Reader:
 # --- transformations and placement ---------------------------------------------
 
 
-def _non_negative(value: Any) -> bool:
+def _non_negative(value: Any) -> TypeGuard[float]:
     """A finite number >= 0 (JSON bools are ints to Python; NaN parses from real files)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 

@@ -112,7 +112,8 @@ class WorkerConfig:
         delivery = self.delivery
         if delivery not in DELIVERIES[self.cloud]:
             raise ConfigError(
-                f"worker.token_delivery {delivery!r} does not work on {self.cloud}; use one of {', '.join(DELIVERIES[self.cloud])}"
+                f"worker.token_delivery {delivery!r} does not work on {self.cloud}; "
+                f"use one of {', '.join(DELIVERIES[self.cloud])}"
             )
         if delivery == "inline":
             if not _TOKEN.match(self.token):
@@ -121,7 +122,8 @@ class WorkerConfig:
         if self.token:
             # Never let a token slip into user-data without the explicit opt-in.
             raise ConfigError(
-                f"worker.token is only used with token_delivery 'inline' (unsafe); with {delivery!r} set worker.token_source instead"
+                "worker.token is only used with token_delivery 'inline' (unsafe); "
+                f"with {delivery!r} set worker.token_source instead"
             )
         if not _SOURCE_FORMS[delivery].match(self.token_source):
             raise ConfigError(f"worker.token_source is not a valid {delivery} reference (got {self.token_source!r})")

@@ -65,9 +65,9 @@ def _tail(path: Path) -> bytes:
 
 
 def _last_exit(data: bytes, pattern: re.Pattern[bytes]) -> int | None:
-    last = None
-    for last in pattern.finditer(data):
-        pass
+    last: re.Match[bytes] | None = None
+    for match in pattern.finditer(data):
+        last = match
     if last is None or last.group(1) is None:
         return None  # never finished, or started again after its last exit
     return int(last.group(1))

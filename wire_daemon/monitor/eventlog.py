@@ -31,6 +31,7 @@ Parsing is done by the real library, ``htcondor2.JobEventLog`` (pip package
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -329,7 +330,5 @@ class _staged:
         return self._path
 
     def __exit__(self, *exc: Any) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self._path)
-        except OSError:
-            pass

@@ -16,6 +16,7 @@ address 10.0.0.5. Ports are ignored: all slots of a worker are one instance.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 from collections.abc import Iterable
@@ -136,8 +137,6 @@ def _keys_of(part: str) -> set[str]:
     keys = {"name:" + part, "name:" + short}
     match = _EC2_NAME.match(short)
     if match:
-        try:
+        with contextlib.suppress(ValueError):
             keys.add("ip:" + ipaddress.ip_address(".".join(match.groups())).compressed)
-        except ValueError:
-            pass
     return keys

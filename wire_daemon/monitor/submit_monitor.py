@@ -145,6 +145,12 @@ class SubmitDirMonitor:
     """
 
     source: str | None  # "eventlog" | "jobstate" | None (no event file yet)
+    # reading state, (re)set by _restore
+    _source_file: Path | None
+    _follower: EventLogFollower | None
+    _jobstate: JobstateReader | None
+    _jsmapper: JobstateMapper
+    _ended: dict[str, int]
 
     def __init__(
         self,
@@ -324,11 +330,11 @@ class SubmitDirMonitor:
 
     def _restore(self, data: dict[str, Any] | None) -> dict[str, Any]:
         self.source = None
-        self._source_file: Path | None = None
-        self._follower: EventLogFollower | None = None
-        self._jobstate: JobstateReader | None = None
+        self._source_file = None
+        self._follower = None
+        self._jobstate = None
         self._jsmapper = JobstateMapper()
-        self._ended: dict[str, int] = {}
+        self._ended = {}
         if not data:
             return self.checkpoint()
         try:
@@ -481,11 +487,11 @@ class SubmitRootMonitor:
             key = os.fspath(path.resolve())
             if key in self.workflows or (key in self.finished and not self._runs_again(key)):
                 continue
-            monitor = self._open(path)
-            if monitor is not None:
-                self.workflows[key] = monitor
+            opened = self._open(path)
+            if opened is not None:
+                self.workflows[key] = opened
                 new.add(key)
-                queue.extend(self._sub_dirs(monitor))
+                queue.extend(self._sub_dirs(opened))
         return new
 
     def _walk(self) -> Iterator[Path]:

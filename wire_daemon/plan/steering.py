@@ -84,42 +84,42 @@ def resize_pool(
     next instance instead of being dropped (line 16). It is not the paper's
     algorithm, but the packing its §III-E arithmetic assumes (p = load / u).
 
-    The slots are kept sorted, so the shortest is the first and a new task
+    The slot loads are kept sorted, so the shortest is the first and a new task
     goes in by bisection: the same multiset of slot values as the paper's
     loop, step for step (the loads are finite), at about two thirds of the
     cost; this loop runs once per upcoming task, and the upcoming load can
     hold a whole wide stage.
     """
-    u, l = charging_unit_s, slots_per_instance
+    u, slots = charging_unit_s, slots_per_instance
     values = [float(v) for v in upcoming_s]
     n = len(values)
     p = 0
     used = 0.0
-    slots: list[float] = []
+    loads: list[float] = []
     i = 0
     while i < n:
-        room = l - len(slots)
+        room = slots - len(loads)
         if room == 1:
-            insort(slots, values[i])
+            insort(loads, values[i])
             i += 1
         elif room:
-            slots.extend(values[i : i + room])
-            slots.sort()
+            loads.extend(values[i : i + room])
+            loads.sort()
             i = min(i + room, n)
-            if len(slots) < l:
+            if len(loads) < slots:
                 break
-        shortest = slots[0]
+        shortest = loads[0]
         used += shortest
         if used >= u:
             p += 1
             if max_instances is not None and p >= max_instances:
                 return p
             if not carry_overshoot:
-                used, slots = 0.0, []
+                used, loads = 0.0, []
                 continue
             used -= u
-        slots = [t - shortest for t in slots if t != shortest]
-    if p == 0 or max(slots, default=0.0) > leftover_fraction * u:
+        loads = [t - shortest for t in loads if t != shortest]
+    if p == 0 or max(loads, default=0.0) > leftover_fraction * u:
         p += 1
     return p
 

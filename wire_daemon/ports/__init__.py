@@ -30,7 +30,8 @@ class Cloud(Protocol):
     allows it: a repeated request returns the instances it already made.
     """
 
-    slots_per_instance: int
+    @property
+    def slots_per_instance(self) -> int: ...
 
     def list_instances(self, include_unusable: bool = False) -> Sequence[Instance]:
         """Our pending and running instances; with ``include_unusable`` also stopped and failed ones."""

@@ -40,7 +40,7 @@ def user_data(settings: Settings) -> str:
 def build_driver(settings: Settings, daemon_id: str) -> CloudDriver:
     config = driver_config(settings)
     driver_class = provider(settings.cloud.kind).driver_class()
-    return driver_class(config, Ownership(settings.cloud.pool, daemon_id), user_data(settings))  # type: ignore[no-any-return]
+    return driver_class(config, Ownership(settings.cloud.pool, daemon_id), user_data(settings))
 
 
 def _validated(config: Any, source: str) -> Any:

@@ -218,9 +218,11 @@ class SubmitHostRuntime:
 
     def _job_id_of(self, task_id: str) -> str | None:
         found = self.observations.locate(task_id)
-        if found is None or found[0].wf_uuid is None or not isinstance(self.control, HTCondorControl):
+        if found is None or not isinstance(self.control, HTCondorControl):
             return None
         tracked, node = found
+        if tracked.wf_uuid is None:
+            return None
         return queued_job_id(self.control.schedd, tracked.wf_uuid, node)
 
     # -- the runtime ------------------------------------------------------------

@@ -186,7 +186,7 @@ class Daemon:
     def status_snapshot(self, now: float, record: DecisionRecord) -> dict[str, Any]:
         billing = self.settings.steering.billing
         instances = self.runtime.instances()
-        busy = {}
+        busy: dict[str, int] = {}
         for host in self.state.host.values():
             busy[host] = busy.get(host, 0) + 1
         return {

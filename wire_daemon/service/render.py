@@ -22,7 +22,8 @@ def format_decision(r: dict[str, Any]) -> str:
     counts = sorted((int(k), v) for k, v in (r.get("prediction_policies") or {}).items())
     preds = " ".join(f"{_POLICY_LABELS.get(k, k)}={v}" for k, v in counts)
     parts = [
-        f"t={r.get('time', 0):8.0f}s done={r.get('done', 0):5d} run={r.get('running', 0):4d} idle={r.get('idle', 0):5d} "
+        f"t={r.get('time', 0):8.0f}s done={r.get('done', 0):5d} "
+        f"run={r.get('running', 0):4d} idle={r.get('idle', 0):5d} "
         f"pool={r.get('pool', 0):3d} -> {r.get('target', 0):3d} (p={r.get('planned', '?')}){change or ' -'}",
         f"load {r.get('upcoming_tasks', 0)} tasks/{r.get('upcoming_load_s', 0):.0f}s",
     ]
@@ -36,7 +37,10 @@ def format_decision(r: dict[str, Any]) -> str:
 
 
 def format_table(results: dict[str, ReplayResult]) -> str:
-    header = f"{'policy':<20} {'cost(units)':>11} {'makespan(s)':>12} {'rel.time':>8} {'util':>6} {'peak':>5} {'restarts':>8} {'decision ms mean/max':>21}"
+    header = (
+        f"{'policy':<20} {'cost(units)':>11} {'makespan(s)':>12} {'rel.time':>8} {'util':>6} {'peak':>5} "
+        f"{'restarts':>8} {'decision ms mean/max':>21}"
+    )
     lines = [header, "-" * len(header)]
     for name, r in results.items():
         lines.append(

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from wire_daemon.core.errors import InputError
+from wire_daemon.core.extras import require
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +138,7 @@ def _extended(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def render_report(decisions: Iterable[dict], out_png: Path, title: str) -> Path:
     """Draw the timeline of ``decisions`` into ``out_png`` (FIGSIZE_IN at DPI) and return its path."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "plots", "wire-daemon report")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

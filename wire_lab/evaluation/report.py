@@ -116,7 +116,10 @@ def _cell(runs: Sequence[Run]) -> str:
     ok = _ok(runs)
     if not runs:
         return ""
-    text = f"{_fmt(median(r.cost_ratio for r in ok))} / {_fmt(median(r.relative_time for r in ok))} / {_fmt(median(r.utilization for r in ok))}"
+    text = (
+        f"{_fmt(median(r.cost_ratio for r in ok))} / {_fmt(median(r.relative_time for r in ok))} "
+        f"/ {_fmt(median(r.utilization for r in ok))}"
+    )
     late = len(runs) - len(ok)
     return text + (f" ({late} timeout)" if late else "")
 
@@ -159,7 +162,8 @@ def overhead_table(runs: Sequence[Run]) -> list[str]:
     """Decision time per iteration and as a share of the aggregate task time, per setting, scale and policy."""
     policies = [p for p in _policies_in(runs) if p != "full-site"]
     lines = [
-        "| setting | K | policy | mean decision (ms) | max decision (ms) | median share of task time (%) | max share (%) |",
+        "| setting | K | policy | mean decision (ms) | max decision (ms) "
+        "| median share of task time (%) | max share (%) |",
         "|---|---|---|---|---|---|---|",
     ]
     for s in _settings_in(runs):
@@ -457,7 +461,8 @@ def readme_md(meta: ReportMeta, runs: Sequence[Run], error_lines: list[str], not
         "",
         f"Grid: {meta.grid}. {len(runs)} policy runs in {meta.jobs} jobs "
         f"({meta.reused_jobs} taken from the cache of an earlier, interrupted run of the same code); "
-        f"{meta.wall_s:.0f} s wall time, {meta.cpu_s:.0f} s CPU in the replays; {timeouts} run(s) hit the CPU-time limit.",
+        f"{meta.wall_s:.0f} s wall time, {meta.cpu_s:.0f} s CPU in the replays; "
+        f"{timeouts} run(s) hit the CPU-time limit.",
         "",
         "Every setting uses 12 instances x 4 slots, one instance up when the workflow is submitted, and the "
         "defaults of `wire_daemon.core.config` otherwise. *Cost ratio* is a policy's cost in charging units over "
@@ -509,7 +514,8 @@ def tables_md(meta: ReportMeta, runs: Sequence[Run], memory: Sequence[MemoryRun]
         "the peak while loading it (the parsed JSON document dominates and is freed), and the peak of one "
         "replay with the model already in memory, which holds the emulated world, the run state and the "
         "policy's own state and work. Full-site's policy keeps no state: its replay peak is the world's "
-        "(with 12 instances from the start). Paper setting, u = 60 min, K = 1, seed 0; one warm-up replay per policy first.",
+        "(with 12 instances from the start). Paper setting, u = 60 min, K = 1, seed 0; "
+        "one warm-up replay per policy first.",
         "",
         *memory_table(memory),
     ]

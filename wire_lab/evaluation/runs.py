@@ -278,7 +278,7 @@ def run_job(job: Job, policies: Sequence[str] = POLICY_NAMES, limit_s: float = 0
     )
     runs, errors = [], {}
     for name in policies:
-        result = full if name == "full-site" else _limited(lambda: replay(workflow, name, config), limit_s)
+        result = full if name == "full-site" else _limited(lambda name=name: replay(workflow, name, config), limit_s)
         runs.append(_run(base, name, result, full))
         if name == "wire" and result is not None:
             errors = {c: [float(f"{x:.6g}") for x in result.error_samples.get(c, ())] for c, _ in STAGE_CLASSES}
@@ -420,7 +420,8 @@ def run_grid(
     todo = [j for j in jobs if "job:" + j.key not in cached]
     mem_todo = [(n, p) for n, p in memory_traces if "memory:" + n not in cached]
     progress(
-        f"{len(jobs)} jobs ({len(jobs) - len(todo)} cached), {len(memory_traces)} memory runs ({len(memory_traces) - len(mem_todo)} cached)"
+        f"{len(jobs)} jobs ({len(jobs) - len(todo)} cached), "
+        f"{len(memory_traces)} memory runs ({len(memory_traces) - len(mem_todo)} cached)"
     )
     cpu = 0.0
     started = time.perf_counter()
@@ -437,7 +438,8 @@ def run_grid(
                 late = [r.policy for r in result.runs if not r.ok]
                 note = f"  TIMEOUT: {', '.join(late)}" if late else ""
                 progress(
-                    f"[{done}/{len(futures)}] {time.perf_counter() - started:7.1f}s {what.key}: {result.cpu_s:.2f} CPU s{note}"
+                    f"[{done}/{len(futures)}] {time.perf_counter() - started:7.1f}s {what.key}: "
+                    f"{result.cpu_s:.2f} CPU s{note}"
                 )
             else:
                 rows = future.result()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.extras import require
 
 
 @dataclass(frozen=True)
@@ -27,19 +28,14 @@ class ProviderSpec:
         return getattr(importlib.import_module(self.module), attr)
 
     def config_class(self) -> type:
-        return self._load(self.config)  # type: ignore[no-any-return]
+        return self._load(self.config)
 
     def driver_class(self) -> type:
         self.require_sdk()
-        return self._load(self.driver)  # type: ignore[no-any-return]
+        return self._load(self.driver)
 
     def require_sdk(self) -> None:
-        try:
-            importlib.import_module(self.sdk)
-        except ImportError:
-            raise ConfigError(
-                f"cloud.kind {self.name} needs its SDK ({self.sdk}): pip install 'wire-daemon[{self.extra}]'"
-            ) from None
+        require(self.sdk, self.extra, f"cloud.kind {self.name}")
 
 
 PROVIDERS = {
