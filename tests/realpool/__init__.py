@@ -1,0 +1,1 @@
+"""Real HTCondor pool tests (wire_lab.realpool)."""

@@ -1,0 +1,77 @@
+"""The harness's own pure parts, without root or HTCondor: mirror lookup, path remapping, user-data parsing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wire_lab.realpool.chroot import DEFAULT_MIRROR, host_mirror
+from wire_lab.realpool.errors import RealPoolError
+from wire_lab.realpool.worker import REMAPPED, boot_settings, parse_cloud_config, remap, render_user_data
+
+
+def _apt(tmp_path: Path, files: dict[str, str]) -> Path:
+    (tmp_path / "sources.list.d").mkdir()
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_mirror_from_deb822_sources_skips_security(tmp_path: Path) -> None:
+    apt = _apt(
+        tmp_path,
+        {
+            "sources.list.d/debian.sources": (
+                "Types: deb\nURIs: http://mirror.example/debian-security\n"
+                "Suites: bookworm-security\nComponents: main\n\n"
+                "Types: deb\n# a comment\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\n"
+            )
+        },
+    )
+    assert host_mirror(apt) == "http://mirror.example/debian"
+
+
+def test_mirror_from_one_line_sources_with_options(tmp_path: Path) -> None:
+    lines = "# deb http://old/debian bookworm main\ndeb [signed-by=/k.gpg] http://one.example/debian bookworm main\n"
+    apt = _apt(tmp_path, {"sources.list": lines})
+    assert host_mirror(apt) == "http://one.example/debian"
+
+
+def test_mirror_falls_back_to_deb_debian_org(tmp_path: Path) -> None:
+    apt = _apt(tmp_path, {"sources.list.d/other.list": "deb https://packages.example/apt stable main\n"})
+    assert host_mirror(apt) == DEFAULT_MIRROR
+
+
+def test_remap_moves_whole_paths_only() -> None:
+    root = Path("/w/root")
+    text = (
+        "SEC_TOKEN_DIRECTORY = /etc/condor/tokens.d\nexec /sbin/poweroff\nTOKEN_SOURCE='/etc/wire-worker/t'\n"
+        "MD=http://169.254.169.254\n/etc/condorx stays\nx/etc/condor stays\n#!/bin/sh\n"
+    )
+    assert remap(text, root, REMAPPED).splitlines() == [
+        "SEC_TOKEN_DIRECTORY = /w/root/etc/condor/tokens.d",
+        "exec /w/root/sbin/poweroff",
+        "TOKEN_SOURCE='/w/root/etc/wire-worker/t'",
+        "MD=http://169.254.169.254",
+        "/etc/condorx stays",
+        "x/etc/condor stays",
+        "#!/bin/sh",
+    ]
+
+
+def test_rendered_user_data_parses_and_names_its_token_delivery() -> None:
+    text = render_user_data(
+        cloud="ec2",
+        pool="p-1",
+        condor_host="127.0.0.1:9618",
+        token_delivery="file",
+        token_source="/etc/wire-worker/pool-token",
+    )
+    data = parse_cloud_config(text, "i-1")
+    paths = [entry["path"] for entry in data["write_files"]]
+    assert "/etc/condor/config.d/50-wire-execute.conf" in paths
+    assert boot_settings(data)["TOKEN_DELIVERY"] == "file"
+    assert boot_settings(data)["TOKEN_SOURCE"] == "/etc/wire-worker/pool-token"
+    with pytest.raises(RealPoolError, match="not #cloud-config"):
+        parse_cloud_config("#!/bin/sh\n", "i-1")
