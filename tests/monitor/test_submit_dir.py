@@ -227,3 +227,25 @@ def test_submit_dir_errors(tmp_path: Path) -> None:
         read_submit_dir(tmp_path)
     with pytest.raises(InputError, match="not a directory"):
         read_submit_dir(tmp_path / "a.dag")
+
+
+def test_a_shared_submit_file_takes_each_node_s_vars(tmp_path: Path) -> None:
+    """A plain DAGMan workflow names its transformation through VARS: the stage is the value, not $(xform)."""
+    (tmp_path / "sleep.sub").write_text(
+        'universe = vanilla\nexecutable = /bin/sleep\n+pegasus_wf_xformation = "$(xform)"\n'
+        '+pegasus_wf_dag_job_id = "$(JOB)"\nqueue\n'
+    )
+    (tmp_path / "w.dag").write_text(
+        "JOB a sleep.sub\nJOB b sleep.sub\nJOB c sleep.sub\nJOB d sleep.sub\n"
+        'VARS a xform="prep"\nVARS b xform="work"\nVARS c xform="work"\n'
+        "PARENT a CHILD b c\nPARENT b c CHILD d\n"
+    )
+    wf = read_submit_dir(tmp_path).workflow
+    stages = {t: str(wf.transformation[wf.index_of(t)]) for t in "abcd"}
+    assert stages == {"a": "prep", "b": "work", "c": "work", "d": "d"}  # d has no VARS: the naming rules
+    assert len({wf.stage_of[wf.index_of(t)] for t in "bc"}) == 1  # one stage, not $(xform)#1 / #2
+
+
+def test_classad_strings_unescape_backslashes() -> None:
+    sub = parse_submit_text('+pegasus_wf_xformation = "a\\\\b \\"q\\""\nqueue\n', "x.sub", Problems())
+    assert sub.xformation == 'a\\b "q"'

@@ -53,7 +53,7 @@ from wire_daemon.monitor.abstract_wf import AbstractWorkflow, read_abstract_work
 from wire_daemon.monitor.braindump import Braindump, find_braindump, read_braindump
 from wire_daemon.monitor.dag import DagFile, DagNode, parse_dag
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.monitor.submit_file import SubmitFile, parse_submit_file
+from wire_daemon.monitor.submit_file import SubmitFile, expand_macros, parse_submit_file
 
 AUX_KINDS = (  # longest first where one is a prefix of another
     "create_dir",
@@ -149,7 +149,7 @@ def _spec(
 ) -> TaskSpec:
     node = dag.nodes[i]
     sub = subs.get(node.name)
-    job_id = (sub.dax_job_id if sub else None) or _dax_id_from_name(node.name)
+    job_id = _resolved(sub.dax_job_id if sub else None, node) or _dax_id_from_name(node.name)
     inputs = abstract.input_bytes(job_id) if abstract and job_id else 0
     outputs = abstract.output_bytes(job_id) if abstract and job_id else 0
     return TaskSpec(
@@ -166,9 +166,15 @@ def _spec(
 def transformation_of(node: DagNode, sub: SubmitFile | None) -> str:
     if node.kind == "subdag":
         return SUBDAG_TRANSFORMATION
-    if sub is not None and sub.xformation:
-        return sub.xformation
-    return transformation_from_name(node.name)
+    return _resolved(sub.xformation if sub else None, node) or transformation_from_name(node.name)
+
+
+def _resolved(value: str | None, node: DagNode) -> str | None:
+    """A submit-file value with the node's DAGMan macros expanded; None if one stays unknown."""
+    if not value:
+        return None
+    expanded = expand_macros(value, {"JOB": node.name, **dict(node.vars)})
+    return None if "$(" in expanded else expanded
 
 
 def transformation_from_name(name: str) -> str:

@@ -18,13 +18,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from wire_daemon.monitor.problems import Problems
 
 _ATTRIBUTE = re.compile(r"^(?:\+|MY\.)([A-Za-z_][\w.]*)\s*=\s*(.*)$", re.IGNORECASE)
 _COMMAND = re.compile(r"^([A-Za-z_][\w.+-]*)\s*=\s*(.*)$")
 _QUEUE = re.compile(r"^queue\b\s*(.*)$", re.IGNORECASE)
+_MACRO = re.compile(r"\$\(([A-Za-z_][\w.]*)\)")
+_ESCAPE = re.compile(r"\\(.)")  # a ClassAd string's \" and \\
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
 _MEMORY_UNITS = {"": 1.0, "K": 1.0 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 * 1024}
 
@@ -144,11 +146,21 @@ def parse_submit_text(text: str, source: str, problems: Problems) -> SubmitFile:
     return SubmitFile(source, commands, attributes, queue)
 
 
+def expand_macros(text: str, macros: Mapping[str, str]) -> str:
+    """``$(NAME)`` replaced by ``macros[NAME]`` (names case-insensitive, as HTCondor's); others kept.
+
+    DAGMan passes a node's ``VARS`` (and ``JOB``, the node name) to its submit
+    file as macros, so one ``.sub`` can serve many nodes.
+    """
+    lowered = {k.lower(): v for k, v in macros.items()}
+    return _MACRO.sub(lambda m: lowered.get(m.group(1).lower(), m.group(0)), text)
+
+
 def classad_value(text: str) -> Any:
     """A literal ClassAd value as Python (string, int, float, bool); other expressions as text."""
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] == '"':
-        return text[1:-1].replace('\\"', '"')
+        return _ESCAPE.sub(r"\1", text[1:-1])
     lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
