@@ -48,6 +48,10 @@ def test_the_annotated_example_is_valid():
         ("site: {kind: cloudy}", "site.kind must be one of"),
         ("steering: [1, 2]", "steering must be a mapping"),
         ("steering: {interval_s: 180\n", "not valid YAML"),
+        ("policy: greedy", "policy must be one of wire, full-site"),
+        ("policy: oracle\nsite: {kind: condor, submit_root: /x}\ncloud: {kind: ec2}", "only the emulated site"),
+        ("safety: {charging_unit_s: 60}", "use steering.charging_unit_s"),
+        ("steering: {max_instances: 5.5}", "steering.max_instances must be a whole number"),
     ],
 )
 def test_bad_config_names_file_and_key(tmp_path, body, message):
@@ -56,6 +60,26 @@ def test_bad_config_names_file_and_key(tmp_path, body, message):
     with pytest.raises(ConfigError) as info:
         load_settings(path)
     assert "bad.yaml" in str(info.value) and message in str(info.value)
+
+
+def test_one_slot_count_for_every_cloud(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "site: {kind: condor, submit_root: /x}\n"
+        "cloud: {kind: ec2, ec2: {region: r, image_id: i, instance_type: t, slots_per_instance: 8}}\n"
+    )
+    assert main(["check-config", str(path)]) != 0
+    assert "cloud.ec2.slots_per_instance cannot be set here: the slot count is steering.slots_per_instance" in (
+        capsys.readouterr().err
+    )
+
+
+def test_run_takes_its_policy_from_the_config(tmp_path):
+    config = _config(tmp_path)
+    config.write_text(config.read_text() + "policy: pfa\n")
+    daemon = Daemon(load_settings(config), str(config))
+    assert daemon.loop.policy.name == "pfa"
+    daemon.store.close()
 
 
 def test_check_config_cli(tmp_path, capsys):

@@ -95,7 +95,7 @@ class EmulatedRuntime:
         state = RunState(workflow)
         site = self.site
         truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
-        policy = make_policy("wire", PolicyInputs(state, s.steering, s.prediction, truth=truth))
+        policy = make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa, truth))
         self.loop = MapeLoop(state, site, site, site, policy, s.steering, journal=journal)
 
     def now(self) -> float:
@@ -197,7 +197,7 @@ class SubmitHostRuntime:
         state = RunState(self.observations.workflow)
         for event in self.observations.history():
             state.apply(event)
-        policy = make_policy("wire", PolicyInputs(state, s.steering, s.prediction))
+        policy = make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa))
         real = self.control if isinstance(self.control, HTCondorControl) else None
         loop = MapeLoop(
             state,

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
-from wire_daemon.core.config import EmulationConfig, PredictionConfig, SteeringConfig
+from wire_daemon.core.config import EmulationConfig, PFAConfig, PredictionConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.execute.guarded_cloud import SafetyConfig
+from wire_daemon.runtime.policies import POLICY_NAMES
 
 T = TypeVar("T")
 
@@ -72,6 +73,8 @@ class Settings:
     steering: SteeringConfig = field(default_factory=SteeringConfig)
     emulation: EmulationConfig = field(default_factory=EmulationConfig)
     safety: SafetyConfig = field(default_factory=SafetyConfig)
+    policy: str = "wire"  # the scaling policy (runtime/policies.py); the oracle only on the emulated site
+    pfa: PFAConfig = field(default_factory=PFAConfig)
     state_path: str = "wire-daemon.sqlite"
     log: LogSettings = field(default_factory=LogSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
@@ -84,6 +87,10 @@ class Settings:
             self.steering.validate()
             self.emulation.validate()
             self.safety.validate()
+            self.pfa.validate()
+            _check_choice("policy", self.policy, POLICY_NAMES)
+            if self.policy == "oracle" and self.site.kind != "emulated":
+                raise ConfigError("policy oracle needs the true task times: only the emulated site has them")
             _check_choice("site.kind", self.site.kind, ("emulated", "condor"))
             _check_choice("cloud.kind", self.cloud.kind, ("emulated", "ec2", "openstack"))
             _check_choice("condor.control", self.condor.control, ("htcondor", "off"))
