@@ -7,9 +7,15 @@ from wire_daemon.execute.condor_control import HTCondorControl
 
 
 class FakeSchedd:
-    def __init__(self, fail=False):
+    def __init__(self, fail=False, priority=0):
         self.edits = []
         self.fail = fail
+        self.priority = priority  # every job's own JobPrio (Pegasus sets one per level)
+
+    def query(self, constraint=None, projection=None):
+        if self.fail:
+            raise htcondor2.HTCondorException("schedd is down")
+        return [{"JobPrio": self.priority}]
 
     def edit(self, job_spec, attr, value, flags=htcondor2.TransactionFlag.Default):
         if self.fail:
@@ -25,8 +31,11 @@ class FakeCollector:
 
     def query(self, ad_type=None, constraint=None, projection=None):
         self.queries.append((ad_type, constraint, tuple(projection or ())))
+        by_instance = "WireInstanceId ==" in constraint
         return [
-            ad for ad in self.ads if f'"{ad["WireInstanceId"]}"' in constraint and f'"{ad["WirePool"]}"' in constraint
+            ad
+            for ad in self.ads
+            if (not by_instance or f'"{ad["WireInstanceId"]}"' in constraint) and f'"{ad["WirePool"]}"' in constraint
         ]
 
 
@@ -57,6 +66,13 @@ def test_priority_is_a_non_durable_edit_of_the_current_job():
     assert control.schedd.edits == [(("12.0",), "JobPrio", "10", htcondor2.TransactionFlag.NonDurable)]
 
 
+def test_the_boost_raises_the_job_s_own_priority():
+    """A Pegasus job of the third level has JobPrio 30: the boost must raise it, never set it to 10."""
+    control = _control({"a": "7.0"}, schedd=FakeSchedd(priority=30))
+    control.set_job_priority("a", 10)
+    assert control.schedd.edits == [(("7.0",), "JobPrio", "40", htcondor2.TransactionFlag.NonDurable)]
+
+
 def test_priority_is_reapplied_after_a_dagman_retry():
     jobs = {"a": "12.0"}
     control = _control(jobs)
@@ -83,11 +99,28 @@ def test_schedd_errors_are_logged_not_raised(caplog):
     assert "could not set JobPrio" in caplog.text
 
 
+def _ad(instance, pool, machine, slot, state, address=None):
+    address = address or f"<10.0.0.{len(machine)}:9618?alias={machine}>"
+    return {
+        "WireInstanceId": instance,
+        "WirePool": pool,
+        "Machine": machine,
+        "MyAddress": address,
+        "Name": f"{slot}@{machine}",
+        "State": state,
+    }
+
+
 ADS = [
-    {"WireInstanceId": "i-0abc", "WirePool": "pool-a", "Machine": "w1", "Name": "slot1@w1", "State": "Claimed"},
-    {"WireInstanceId": "i-0abc", "WirePool": "pool-a", "Machine": "w1", "Name": "slot2@w1", "State": "Unclaimed"},
-    {"WireInstanceId": "i-0def", "WirePool": "pool-a", "Machine": "w2", "Name": "slot1@w2", "State": "Unclaimed"},
-    {"WireInstanceId": "i-0abc", "WirePool": "pool-b", "Machine": "x1", "Name": "slot1@x1", "State": "Claimed"},
+    _ad("i-0abc", "pool-a", "w1", "slot1", "Claimed", "<10.0.0.1:9618>"),
+    _ad("i-0abc", "pool-a", "w1", "slot2", "Unclaimed", "<10.0.0.1:9618>"),
+    _ad("i-0def", "pool-a", "w2", "slot1", "Unclaimed", "<10.0.0.2:9618>"),
+    _ad("i-0abc", "pool-b", "x1", "slot1", "Claimed", "<10.0.0.3:9618>"),
+    # Two workers behind one host name (the same Machine), each its own startd address.
+    _ad("i-0aaa", "pool-a", "vm", "slot1", "Drained", "<127.0.0.2:4001>"),
+    _ad("i-0bbb", "pool-a", "vm", "slot1", "Preempting", "<127.0.0.3:4002>"),
+    _ad("i-0ccc", "pool-a", "vm", "slot1", "Matched", "<127.0.0.4:4003>"),
+    _ad("i-0ddd", "pool-a", "vm", "slot1", "Owner", "<127.0.0.5:4004>"),
 ]
 
 
@@ -100,17 +133,52 @@ def test_retire_drains_gracefully_only_our_instance():
     assert constraint == 'WireInstanceId == "i-0def" && WirePool == "pool-a"'
 
 
+def test_worker_addresses_come_from_the_startd_ads_of_our_pool():
+    control = _control({}, ads=ADS)
+    addresses = control.worker_addresses()
+    assert addresses["i-0def"] == "<10.0.0.2:9618>" and addresses["i-0aaa"] == "<127.0.0.2:4001>"
+    assert "i-0abc" in addresses and len(addresses) == 6  # pool-b's worker is not ours
+    assert control.collector.queries[-1][1] == 'WirePool == "pool-a" && WireInstanceId isnt undefined'
+
+
 def test_retire_drains_each_startd_once():
     control = _control({}, ads=ADS)
     control.retire_instance("i-0abc")
     assert [machine for machine, _, _ in FakeStartd.drained] == ["w1"]
 
 
+def test_retire_drains_a_startd_by_its_address():
+    control = _control({}, ads=ADS)
+    control.retire_instance("i-0bbb")
+    assert FakeStartd.drained == [("vm", htcondor2.DrainType.Graceful, "wire-daemon releases i-0bbb")]
+    assert control.errors == 0
+
+
+def test_a_failed_drain_is_counted_and_logged_not_raised(caplog):
+    class RefusingStartd(FakeStartd):
+        def drainJobs(self, *args, **kwargs):
+            raise htcondor2.HTCondorException("Startd failed to start draining jobs.")
+
+    control = _control({}, ads=ADS)
+    control.startd_factory = RefusingStartd
+    control.retire_instance("i-0def")
+    assert control.errors == 1 and "could not drain i-0def (<10.0.0.2:9618>)" in caplog.text
+
+
 def test_claims_are_checked_right_before_termination():
     control = _control({}, ads=ADS)
-    assert control.holds_claims("i-0abc") is True
+    assert control.holds_claims("i-0abc") is True  # a slot runs a job
     assert control.holds_claims("i-0def") is False
-    assert control.holds_claims("i-0zzz") is False
+    assert control.holds_claims("i-0zzz") is False  # gone from the collector
+
+
+@pytest.mark.parametrize(
+    ("instance", "held"),
+    [("i-0aaa", False), ("i-0bbb", True), ("i-0ccc", True), ("i-0ddd", False)],
+    ids=["drained", "preempting", "matched", "owner"],
+)
+def test_a_claim_is_a_running_or_vacating_job_or_a_match_about_to_start_one(instance, held):
+    assert _control({}, ads=ADS).holds_claims(instance) is held
 
 
 def test_unsafe_ids_never_reach_a_constraint():

@@ -10,6 +10,7 @@ import yaml
 
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.execute.userdata import (
+    ADMIN_KEY_PATH,
     TOKEN_PATH,
     WorkerConfig,
     default_template_dir,
@@ -20,6 +21,7 @@ from wire_daemon.execute.userdata import (
 )
 
 TOKEN = "eyJhbGciOiJFUzI1NiIsImtpZCI6IlBPT0wifQ.eyJzdWIiOiJ3b3JrZXJAcG9vbCJ9.c2lnbmF0dXJlLW5vdC1yZWFs"
+ADMIN_KEY = "bm90LWEtcmVhbC1rZXktYnV0LTY0LWJ5dGVzLW9mLWl0LXRvLWJlLWJhc2U2NC1lbmNvZGVkLg=="
 SSM = WorkerConfig(
     cloud="ec2", pool="montage", condor_host="cm.example.org:9618", token_source="/wire/montage/condor-token"
 )
@@ -65,8 +67,10 @@ def test_execute_config_has_the_knobs_a_worker_needs():
     ):
         assert k[knob] == "IDTOKENS"
     assert k["SEC_TOKEN_DIRECTORY"] == "/etc/condor/tokens.d"
-    assert k["NUM_SLOTS"] == "4" and k["NUM_CPUS"] == "4"
-    assert "use feature" not in k
+    # Static slots: NUM_SLOTS alone makes partitionable slots on HTCondor 23.
+    assert k["NUM_CPUS"] == "4" and k["NUM_SLOTS_TYPE_1"] == "4"
+    assert k["SLOT_TYPE_1"] == "cpus=1" and k["SLOT_TYPE_1_PARTITIONABLE"] == "False"
+    assert "NUM_SLOTS" not in k and "use feature" not in k
     assert k["WirePool"] == '"montage"'
     assert k["STARTD_ATTRS"].split() == ["$(STARTD_ATTRS)", "WirePool", "WireInstanceId"]
     assert k["STARTD_NOCLAIM_SHUTDOWN"] == "1800"
@@ -80,9 +84,45 @@ def test_partitionable_slots_and_extra_lines():
     )
     k = knobs(render_execute_config(config))
 
-    assert k["use feature"] == ["PartitionableSlot"]
-    assert "NUM_SLOTS" not in k
+    assert k["use feature"] == ["PartitionableSlot"]  # one partitionable slot...
+    assert k["NUM_CPUS"] == "8"  # ...of the cores the daemon plans with, whatever the instance type has
+    assert "NUM_SLOTS" not in k and "NUM_SLOTS_TYPE_1" not in k and "SLOT_TYPE_1" not in k
     assert k["STARTER_DEBUG"] == "D_FULLDEBUG"
+
+
+def test_workers_let_only_the_daemon_identity_administer_them():
+    k = knobs(render_execute_config(SSM))
+    assert "TRUST_DOMAIN" not in k  # HTCondor's default: CONDOR_HOST
+    assert k["WIRE_DAEMON_IDENTITY"] == "wire-daemon@$(TRUST_DOMAIN)"
+    assert k["ALLOW_ADMINISTRATOR"] == "$(ALLOW_ADMINISTRATOR) $(WIRE_DAEMON_IDENTITY)"
+    assert k["SEC_TOKEN_REVOCATION_EXPR"] == 'sub =!= "$(WIRE_DAEMON_IDENTITY)"'
+    assert k["MAXJOBRETIREMENTTIME"] == "86400"  # a graceful drain lets running jobs finish
+
+    k = knobs(render_execute_config(WorkerConfig(**{**SSM.__dict__, "trust_domain": "pool.example.org"})))
+    assert k["TRUST_DOMAIN"] == "pool.example.org"
+
+
+def test_the_admin_key_is_fetched_like_the_token_and_never_in_user_data():
+    config = WorkerConfig(**{**SSM.__dict__, "admin_key_source": "/wire/montage/worker-admin-key"})
+    user_data = render_user_data(config)
+    boot = render_boot_script(config)
+    assert "ADMIN_KEY_SOURCE='/wire/montage/worker-admin-key'" in boot
+    assert f"ADMIN_KEY_FILE='{ADMIN_KEY_PATH}'" in boot and 'fetch_secret "$ADMIN_KEY_SOURCE"' in boot
+    assert "base64 -d" in boot
+    assert ADMIN_KEY_PATH not in files(user_data)
+
+    with pytest.raises(ConfigError, match="admin_key_source"):
+        WorkerConfig(**{**SSM.__dict__, "admin_key": ADMIN_KEY}).validate()  # no key in user-data without opt-in
+    with pytest.raises(ConfigError, match="admin_key_source is not a valid ssm"):
+        WorkerConfig(**{**SSM.__dict__, "admin_key_source": "/wire/x'$(reboot)"}).validate()
+
+    inline = WorkerConfig(
+        **{**SSM.__dict__, "token_delivery": "inline", "token_source": "", "token": TOKEN, "admin_key": ADMIN_KEY}
+    )
+    entry = files(render_user_data(inline))[ADMIN_KEY_PATH]
+    assert entry["encoding"] == "b64" and entry["content"] == ADMIN_KEY and entry["permissions"] == "0600"
+    with pytest.raises(ConfigError, match="base64"):
+        WorkerConfig(**{**inline.__dict__, "admin_key": "not base64!"}).validate()
 
 
 def test_user_data_parses_and_installs_config_boot_script_and_dead_man_switch():
@@ -156,6 +196,8 @@ def test_inline_token_only_with_the_explicit_opt_in():
         {"slots": 0},
         {"idle_shutdown_s": 5},
         {"extra_config": ("A = 1\nB = 2",)},
+        {"trust_domain": 'x" || true'},
+        {"max_job_retirement_s": -1},
     ],
 )
 def test_bad_worker_config_is_a_clear_error(change):
@@ -170,7 +212,11 @@ def test_ssm_is_not_an_openstack_delivery():
 
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX shell")
-@pytest.mark.parametrize("config", [SSM, BARBICAN], ids=["ec2", "openstack"])
+@pytest.mark.parametrize(
+    "config",
+    [SSM, BARBICAN, WorkerConfig(**{**SSM.__dict__, "admin_key_source": "/wire/montage/worker-admin-key"})],
+    ids=["ec2", "openstack", "admin-key"],
+)
 def test_boot_script_is_valid_shell(config, tmp_path):
     script = tmp_path / "boot.sh"
     script.write_text(render_boot_script(config))

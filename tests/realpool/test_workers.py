@@ -2,29 +2,53 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import re
 import time
 
-import pytest
-
+from wire_lab.realpool.daemon_files import worker_admin_key_name
+from wire_lab.realpool.proc import wait_for
 from wire_lab.realpool.worker import render_user_data
 
 from .conftest import BOOT_LAG_S
-from .jobs import COMPLETED, IDLE, RUNNING, instance_of, submit_script, wait_job
+from .daemon_side import client_query, control
+from .jobs import COMPLETED, IDLE, RUNNING, instance_of, job_ad, submit_script, wait_job
 
 JOIN_S = 40.0
 IDLE_SHUTDOWN_S = 60  # the renderer refuses less
 
 
 def user_data(pool, wire_pool: str, delivery: str = "file", **fields) -> str:
+    """The daemon's user-data as docs/cloud.md tells the operator to configure it: the pool token, the
+    workers' administration key (delivered the same way) and the pool's trust domain."""
     if delivery == "inline":
         fields |= {"token": pool.pool_token}
+        fields.setdefault("admin_key", pool.worker_admin_key_b64)
     else:
         fields.setdefault("token_source", "/etc/wire-worker/pool-token")
+        fields.setdefault("admin_key_source", "/etc/wire-worker/admin-key")
+    fields.setdefault("trust_domain", pool.options.domain)
     return render_user_data(
         cloud="ec2", pool=wire_pool, condor_host=pool.collector_address, token_delivery=delivery, **fields
     )
+
+
+def slot_ads(pool, instance_id: str, projection: list[str], count: int = 1, timeout: float = 20.0) -> list:
+    """The instance's slot ads in the collector, once there are at least ``count``."""
+    import htcondor2
+
+    def ads() -> list:
+        found = list(
+            pool.collector().query(
+                htcondor2.AdType.Startd, constraint=f'WireInstanceId == "{instance_id}"', projection=projection
+            )
+        )
+        return found if len(found) >= count else []
+
+    return wait_for(ads, f"{instance_id}: {count} slot ads", timeout)
+
+
+def on_instance(wire_pool: str, instance_id: str) -> str:
+    return f'WirePool == "{wire_pool}" && WireInstanceId == "{instance_id}"'
 
 
 def booted(hypervisor, pool, instance_id: str, launched_at: float):
@@ -41,6 +65,9 @@ def test_job_runs_on_a_worker_booted_from_user_data(pool, hypervisor, launch, wi
     [iid] = launch(user_data(pool, wire_pool_name, "file", token_source="/opt/wire/pool-token"))
     worker = booted(hypervisor, pool, iid, launched_at)
     assert (worker.root / "opt/wire/pool-token").read_text().strip() == pool.pool_token
+    key = worker.root / "etc/condor/passwords.d" / worker_admin_key_name()  # decoded by the boot script
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    assert key.read_bytes() == (pool.worker_admin_dir / worker_admin_key_name()).read_bytes()
 
     slots = worker.wait_joined(pool.collector())
     assert len({ad["Name"] for ad in slots}) == 4  # NUM_SLOTS from the user-data
@@ -154,35 +181,101 @@ def test_a_worker_that_cannot_fetch_its_token_fails_its_boot_and_powers_off(
     assert state in ("shutting-down", "terminated")
 
 
-DRAIN = """
-import htcondor2
-collector = htcondor2.Collector({collector!r})
-constraint = 'WireInstanceId == "{iid}" && WirePool == "{pool}"'
-ads = collector.query(htcondor2.AdType.Startd, constraint=constraint, projection=["Machine", "MyAddress", "Name"])
-htcondor2.Startd(ads[0]).drainJobs(htcondor2.DrainType.Graceful, reason="wire-daemon releases {iid}")
-print("drained")
-"""
+def test_static_slots_are_static_and_partitionable_is_one_slot(pool, hypervisor, launch, wire_pool_name) -> None:
+    launched_at = time.time()
+    [static] = launch(user_data(pool, wire_pool_name, "file"))
+    [partitionable] = launch(user_data(pool, wire_pool_name, "inline", slot_mode="partitionable", slots=3))
+    for iid in (static, partitionable):
+        booted(hypervisor, pool, iid, launched_at)
+
+    slots = slot_ads(pool, static, ["Name", "SlotType", "Cpus"], count=4)
+    assert len(slots) == 4 and {ad["SlotType"] for ad in slots} == {"Static"}
+    assert {ad["Cpus"] for ad in slots} == {1}
+    [one] = slot_ads(pool, partitionable, ["Name", "SlotType", "Cpus"])
+    assert one["SlotType"] == "Partitionable" and one["Cpus"] == 3  # the cores the daemon plans with
+
+    # A job runs in a static slot itself, not in a dynamic slot carved out of one (slot1_1@...).
+    cluster, _ = submit_script(
+        pool, f"static-{wire_pool_name}", "true", wire_pool_name, requirements=on_instance(wire_pool_name, static)
+    )
+    ad = wait_job(pool, cluster, COMPLETED, timeout=60)
+    assert re.match(rf"slot[1-4]@{static}@", ad["LastRemoteHost"]), ad["LastRemoteHost"]
 
 
-DRAIN_BUG = (
-    "wire_daemon bug: a worker accepts IDTOKENS only and holds no signing key, so it cannot verify "
-    "the daemon's token: HTCondorControl.retire_instance cannot drain it"
-)
+def test_each_worker_has_its_own_loopback_address(pool, hypervisor, launch, wire_pool_name) -> None:
+    launched_at = time.time()
+    instances = launch(user_data(pool, wire_pool_name, "file"), count=2)
+    workers = {iid: booted(hypervisor, pool, iid, launched_at) for iid in instances}
+    addresses = {w.address for w in workers.values()}
+    assert len(addresses) == 2 and "127.0.0.1" not in addresses  # 127.0.0.1 is the central manager's
+    assert all(a.startswith("127.") for a in addresses)
+
+    for iid, worker in workers.items():
+        ads = slot_ads(pool, iid, ["Name", "MyAddress"], count=4)
+        assert len({ad["MyAddress"] for ad in ads}) == 1  # one startd
+        assert ads[0]["MyAddress"].startswith(f"<{worker.address}:")
+        cluster, job_dir = submit_script(
+            pool, f"where-{iid}", "true", wire_pool_name, requirements=on_instance(wire_pool_name, iid)
+        )
+        wait_job(pool, cluster, COMPLETED, timeout=60)
+        # The job's event log names the worker by its address.
+        executed = re.findall(r"Job executing on host: <([0-9.]+):", (job_dir / "job.log").read_text())
+        assert executed == [worker.address]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=DRAIN_BUG)
-def test_the_daemon_identity_drains_a_worker(pool, hypervisor, launch, wire_pool_name) -> None:
-    # What HTCondorControl.retire_instance does, with the token submit-host.conf tells the operator to make.
+def test_the_daemon_retires_a_worker_gracefully(pool, hypervisor, launch, wire_pool_name) -> None:
+    # The daemon's own HTCondorControl, as the daemon's identity, with the tokens docs/cloud.md says to make.
+    launched_at = time.time()
+    [retired] = launch(user_data(pool, wire_pool_name, "file"))
+    booted(hypervisor, pool, retired, launched_at)
+    assert control(pool, wire_pool_name, retired, "joined") == (True, 0)
+
+    long_job, long_dir = submit_script(pool, f"long-{wire_pool_name}", "sleep 15; echo done", wire_pool_name)
+    wait_job(pool, long_job, RUNNING, timeout=60, host_of=retired)
+    assert control(pool, wire_pool_name, retired, "retire") == (None, 0)
+    wait_for(
+        lambda: all(ad.get("Draining") for ad in slot_ads(pool, retired, ["Name", "Draining"], count=4)),
+        f"{retired}: draining",
+        20,
+    )
+    assert control(pool, wire_pool_name, retired, "holds_claims") == (True, 0)  # the long job runs on
+
+    # Submitted once the worker is retired: three slots are free there, yet it must wait.
+    later_job, later_dir = submit_script(pool, f"later-{wire_pool_name}", "echo later", wire_pool_name)
+    done = wait_job(pool, long_job, COMPLETED, timeout=60)
+    assert done["ExitCode"] == 0 and done["JobRunCount"] == 1  # ran to its end, once
+    log = (long_dir / "job.log").read_text()
+    assert "Job was evicted" not in log and (long_dir / "out").read_text() == "done\n"
+
+    # Its claim is not reused for the waiting job; then the worker holds no claim: the daemon may terminate it.
+    assert control(pool, wire_pool_name, retired, "released", timeout=30) == (True, 0)
+    later = job_ad(pool, later_job)
+    assert later["JobStatus"] == IDLE and later.get("JobRunCount", 0) == 0
+    assert "Job executing" not in (later_dir / "job.log").read_text()
+    assert {ad["State"] for ad in slot_ads(pool, retired, ["Name", "State"], count=4)} == {"Drained"}
+
+    # It starts on another worker.
+    [other] = launch(user_data(pool, wire_pool_name, "inline"))
+    booted(hypervisor, pool, other, time.time() - BOOT_LAG_S)
+    ran = wait_job(pool, later_job, COMPLETED, timeout=60)
+    assert instance_of(ran["LastRemoteHost"]) == other and ran["JobRunCount"] == 1
+
+
+def test_the_workers_key_admits_only_the_daemon_and_only_on_workers(pool, hypervisor, launch, wire_pool_name) -> None:
+    # The key is not on the central manager, which therefore refuses the daemon's worker token.
+    assert sorted(p.name for p in (pool.cm_dir / "passwords.d").iterdir()) == ["POOL"]
+    daemon_tokens = pool.token_dir("daemon")
+    pool.add_client("worker-token-only", {"w": (daemon_tokens / "wire-workers").read_text()})
+    refused = client_query(pool, "worker-token-only")
+    assert refused.returncode != 0
+    assert client_query(pool, "daemon").returncode == 0  # it picks its pool-signed token there
+
     launched_at = time.time()
     [iid] = launch(user_data(pool, wire_pool_name, "inline"))
     booted(hypervisor, pool, iid, launched_at)
-    code = DRAIN.format(collector=pool.collector_address, iid=iid, pool=wire_pool_name)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=pool.client_env("daemon"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stderr.strip().splitlines() or ["?"])[-1]
+    # Whoever took the key from a worker (and its pool token) mints a token for another identity: refused.
+    forged = pool.create_token(f"condor@{pool.options.domain}", ("ADMINISTRATOR",), key=worker_admin_key_name())
+    pool.add_client("thief", {"pool": pool.pool_token, "forged": forged})
+    assert control(pool, wire_pool_name, iid, "retire", identity="thief") == (None, 1)
+    ads = slot_ads(pool, iid, ["Name", "State", "Draining"], count=4)
+    assert not any(ad.get("Draining") for ad in ads) and {ad["State"] for ad in ads} == {"Unclaimed"}

@@ -8,8 +8,14 @@ never fatal to the loop):
   retry submits a new cluster, so the wanted priority is kept per DAG node and
   re-applied whenever the node's current job id changes (``sync``);
 * retiring a worker: drain its startd gracefully (running jobs finish, no new
-  job starts) and, right before the instance is terminated, check that none of
-  its slots is still claimed.
+  job starts, no claim is reused) and, right before the instance is
+  terminated, check that none of its slots still holds a claim.
+
+Draining needs ADMINISTRATOR on the worker, which verifies the daemon's token
+with the workers' own signing key (never the pool's, which workers must not
+hold): the daemon's token directory holds one token for the central manager
+and one for the workers, and HTCondor presents each daemon the token it can
+verify (docs/cloud.md, "Retiring a worker").
 
 Limits (HTCondor's, not ours): JobPrio orders only the jobs of one user on one
 schedd; the negotiator's user priorities decide between users. A non-durable
@@ -29,9 +35,15 @@ log = logging.getLogger(__name__)
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:@-]+$")
 
+# Slot states in which the instance must not be terminated: a job runs or is being vacated (Claimed, Preempting),
+# or a claim is about to start one (Matched). A drained slot is "Drained"; a free one "Unclaimed" or "Owner".
+CLAIM_STATES = frozenset({"Claimed", "Preempting", "Matched"})
+
 
 class ScheddLike(Protocol):
     def edit(self, job_spec: Any, attr: str, value: str, flags: Any = ...) -> int: ...
+
+    def query(self, constraint: str = ..., projection: list[str] = ...) -> list[Any]: ...
 
 
 class CollectorLike(Protocol):
@@ -83,7 +95,10 @@ class HTCondorControl:
         if job_id is None or job_id == boost.applied_to:
             return False
         try:
-            self.schedd.edit([job_id], "JobPrio", str(boost.priority), flags=_non_durable())
+            # Raised above the job's own priority: Pegasus gives every job one (10 per level), and an
+            # absolute value would lower the deep stages' jobs it is meant to hurry.
+            own = self._own_priority(job_id)
+            self.schedd.edit([job_id], "JobPrio", str(own + boost.priority), flags=_non_durable())
         except Exception as exc:  # the bindings raise HTCondorException and friends
             self.errors += 1
             log.warning("could not set JobPrio of %s (job %s): %s", task_id, job_id, exc)
@@ -91,33 +106,62 @@ class HTCondorControl:
         boost.applied_to = job_id
         return True
 
+    def _own_priority(self, job_id: str) -> int:
+        cluster, _, proc = job_id.partition(".")
+        ads = list(
+            self.schedd.query(
+                constraint=f"ClusterId == {int(cluster)} && ProcId == {int(proc)}", projection=["JobPrio"]
+            )
+        )
+        return int(ads[0].get("JobPrio", 0)) if ads else 0
+
     # -- retiring workers --------------------------------------------------
 
     def retire_instance(self, instance_id: str) -> None:
-        per_machine = {ad.get("Machine"): ad for ad in self._startd_ads(instance_id, ["Machine", "MyAddress", "Name"])}
-        for ad in per_machine.values():  # one drain per startd, not per slot
+        """Drain the instance's startd gracefully: running jobs finish, no job starts, no claim is reused."""
+        ads = self._startd_ads(instance_id, ["Machine", "MyAddress", "Name"])
+        per_startd = {ad.get("MyAddress") or ad.get("Machine"): ad for ad in ads}
+        for where, ad in per_startd.items():  # one drain per startd, not per slot
             try:
                 self._startd(ad).drainJobs(_graceful(), reason=f"wire-daemon releases {instance_id}")
             except Exception as exc:
                 self.errors += 1
-                log.warning("could not drain %s (%s): %s", instance_id, ad.get("Machine"), exc)
+                log.warning("could not drain %s (%s): %s", instance_id, where, exc)
 
     def has_joined(self, instance_id: str) -> bool:
         """True when a startd of the instance is in the collector (GuardedCloud's join check)."""
         return bool(self._startd_ads(instance_id, ["Name"]))
 
     def holds_claims(self, instance_id: str) -> bool:
-        """True when a slot of the instance is claimed; asked right before terminating it."""
+        """True while a slot of the instance runs a job or holds a claim; asked right before terminating it.
+
+        From the collector's slot ads (a partitionable slot's jobs are in its dynamic slots' ads), which may be
+        an update interval late. After a drain no claim starts, so lateness only keeps a finished job counted.
+        """
         ads = self._startd_ads(instance_id, ["Name", "State"])
-        return any(ad.get("State") == "Claimed" for ad in ads)
+        return any(ad.get("State") in CLAIM_STATES for ad in ads)
+
+    def worker_addresses(self) -> dict[str, str]:
+        """Each of our workers' startd address, by instance id, as the pool's collector knows it.
+
+        The job event log names an execute host by its startd address; behind
+        NAT, on several interfaces, or when the cloud reports another address,
+        only the startd's own ad ties that address to the instance.
+        """
+        constraint = f'WirePool == "{_checked(self.pool_name)}" && WireInstanceId isnt undefined'
+        ads = self._query(constraint, ["WireInstanceId", "MyAddress"], "the pool's workers")
+        return {str(ad["WireInstanceId"]): str(ad["MyAddress"]) for ad in ads if "MyAddress" in ad}
 
     def _startd_ads(self, instance_id: str, projection: Sequence[str]) -> list[Any]:
         constraint = f'WireInstanceId == "{_checked(instance_id)}" && WirePool == "{_checked(self.pool_name)}"'
+        return self._query(constraint, projection, instance_id)
+
+    def _query(self, constraint: str, projection: Sequence[str], what: str) -> list[Any]:
         try:
             return list(self.collector.query(_startd_type(), constraint=constraint, projection=list(projection)))
         except Exception as exc:
             self.errors += 1
-            log.warning("collector query for %s failed: %s", instance_id, exc)
+            log.warning("collector query for %s failed: %s", what, exc)
             return []
 
     def _startd(self, ad: Any) -> Any:

@@ -10,6 +10,11 @@ config drive provides). Embedding the token in user-data (``inline``) is an
 explicit, unsafe opt-in: anyone who can read the instance's user-data, and any
 job on it that reaches the metadata service, can then join machines to the pool.
 
+A second, optional secret travels the same way: the workers' administration
+key (``admin_key_source``, or ``admin_key`` inline). Workers verify the
+daemon's drain request with it; it is not the pool signing key and is never on
+the central manager (docs/cloud.md, "Retiring a worker").
+
 Templates use ``@NAME@`` placeholders, which clash with neither shell, HTCondor
 ``$(MACRO)`` nor YAML syntax. A placeholder alone on its line takes a
 multi-line value, indented like the placeholder.
@@ -32,6 +37,11 @@ EXECUTE_TEMPLATE = "wire-execute.conf.in"
 BOOT_TEMPLATE = "wire-worker-boot.sh.in"
 CLOUD_INIT_TEMPLATE = "worker-cloud-init.yaml.in"
 TOKEN_PATH = "/etc/condor/tokens.d/wire-pool"
+# The workers' administration key: the only IDTOKENS signing key a worker holds. Tokens signed with it are
+# accepted by workers only (never by the central manager), and only for the daemon's identity below.
+ADMIN_KEY_NAME = "WIRE_WORKERS"
+ADMIN_KEY_PATH = f"/etc/condor/passwords.d/{ADMIN_KEY_NAME}"
+ADMIN_IDENTITY = "wire-daemon"  # the daemon's identity on workers: wire-daemon@<TRUST_DOMAIN>
 
 DELIVERIES = {
     "ec2": ("ssm", "secretsmanager", "file", "inline"),
@@ -51,6 +61,8 @@ _HOST = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
 _PATH = re.compile(r"^/[A-Za-z0-9._/-]+$")
 _REGION = re.compile(r"^[a-z0-9-]*$")
 _TOKEN = re.compile(r"^[A-Za-z0-9._-]+$")  # an IDTOKEN is a JWT
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]{16,}={0,2}$")  # a signing key file, base64-encoded
+_TRUST_DOMAIN = re.compile(r"^[A-Za-z0-9._:-]{0,253}$")  # also inside a ClassAd string: no quotes
 _PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
 
 _INLINE_TOKEN_ENTRY = """\
@@ -60,6 +72,14 @@ _INLINE_TOKEN_ENTRY = """\
     permissions: '0600'
     content: |
       {token}"""
+
+_INLINE_ADMIN_KEY_ENTRY = """\
+  # token_delivery: inline (unsafe opt-in): the workers' administration key travels in user-data.
+  - path: {path}
+    owner: root:root
+    permissions: '0600'
+    encoding: b64
+    content: {key}"""
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,12 @@ class WorkerConfig:
     token_delivery: str = ""  # empty: ssm on EC2, barbican on OpenStack
     token_source: str = ""  # SSM parameter / Secrets Manager secret / Barbican secret href / path on the worker
     token: str = ""  # the IDTOKEN itself: only with token_delivery "inline"
+    # The workers' administration key (WIRE_WORKERS), base64, fetched like the token from this source; empty: the
+    # daemon cannot drain the workers (see docs/cloud.md, "Retiring a worker").
+    admin_key_source: str = ""
+    admin_key: str = ""  # the key itself (base64): only with token_delivery "inline"
+    trust_domain: str = ""  # the pool's TRUST_DOMAIN (its tokens' issuer); empty: HTCondor's default, condor_host
+    max_job_retirement_s: int = 86400  # MAXJOBRETIREMENTTIME: how long a drain lets a running job finish
     aws_region: str = ""  # for the token fetch; empty: the worker's own region
     os_credentials_file: str = "/etc/wire-worker/openstack.env"  # in the image, for barbican
     block_metadata_for_jobs: bool = True  # iptables: only root may reach 169.254.169.254 after boot
@@ -105,6 +131,10 @@ class WorkerConfig:
             raise ConfigError("worker.os_credentials_file must be an absolute path of letters, digits and ._/-")
         if any("\n" in line for line in self.extra_config):
             raise ConfigError("worker.extra_config takes one HTCondor config line per item")
+        if not _TRUST_DOMAIN.match(self.trust_domain):
+            raise ConfigError(f"worker.trust_domain must be letters, digits and ._:- (got {self.trust_domain!r})")
+        if self.max_job_retirement_s < 0:
+            raise ConfigError(f"worker.max_job_retirement_s must be >= 0 (got {self.max_job_retirement_s!r})")
         self._validate_token()
         return self
 
@@ -118,15 +148,26 @@ class WorkerConfig:
         if delivery == "inline":
             if not _TOKEN.match(self.token):
                 raise ConfigError("worker.token must hold the pool's IDTOKEN when token_delivery is 'inline'")
+            if self.admin_key and not _BASE64.match(self.admin_key):
+                raise ConfigError("worker.admin_key must be the workers' administration key file, base64-encoded")
+            if self.admin_key_source:
+                raise ConfigError(
+                    "worker.admin_key_source is not used with token_delivery 'inline': set worker.admin_key"
+                )
             return
-        if self.token:
-            # Never let a token slip into user-data without the explicit opt-in.
+        if self.token or self.admin_key:
+            # Never let a secret slip into user-data without the explicit opt-in.
+            name, source = ("token", "token_source") if self.token else ("admin_key", "admin_key_source")
             raise ConfigError(
-                "worker.token is only used with token_delivery 'inline' (unsafe); "
-                f"with {delivery!r} set worker.token_source instead"
+                f"worker.{name} is only used with token_delivery 'inline' (unsafe); "
+                f"with {delivery!r} set worker.{source} instead"
             )
         if not _SOURCE_FORMS[delivery].match(self.token_source):
             raise ConfigError(f"worker.token_source is not a valid {delivery} reference (got {self.token_source!r})")
+        if self.admin_key_source and not _SOURCE_FORMS[delivery].match(self.admin_key_source):
+            raise ConfigError(
+                f"worker.admin_key_source is not a valid {delivery} reference (got {self.admin_key_source!r})"
+            )
 
 
 def default_template_dir() -> Path:
@@ -181,17 +222,36 @@ def _template(name: str, template_dir: Path | None) -> str:
         raise ConfigError(f"{path}: cannot read worker template: {exc.strerror}") from exc
 
 
+def slot_config(config: WorkerConfig) -> str:
+    """The slot layout: ``slots`` static one-core slots, or one partitionable slot of ``slots`` cores.
+
+    NUM_CPUS pins the node to the cores the daemon plans with, whatever the
+    instance type has. NUM_SLOTS alone is not enough: since HTCondor 23 every
+    slot it makes is partitionable (jobs land in dynamic slots ``slot1_1@``),
+    so static slots need an explicit, non-partitionable slot type.
+    """
+    if config.slot_mode == "static":
+        return "\n".join(
+            (
+                f"NUM_CPUS = {config.slots}",
+                f"NUM_SLOTS_TYPE_1 = {config.slots}",
+                "SLOT_TYPE_1 = cpus=1",
+                "SLOT_TYPE_1_PARTITIONABLE = False",
+            )
+        )
+    return f"NUM_CPUS = {config.slots}\nuse feature : PartitionableSlot"
+
+
 def render_execute_config(config: WorkerConfig, template_dir: Path | None = None) -> str:
     """The HTCondor config snippet for /etc/condor/config.d/."""
     config.validate()
-    if config.slot_mode == "static":
-        # NUM_CPUS too, so the node advertises exactly the slots the daemon plans with.
-        slots = f"NUM_CPUS = {config.slots}\nNUM_SLOTS = {config.slots}"
-    else:
-        slots = "use feature : PartitionableSlot"
     values = {
         "CONDOR_HOST": config.condor_host,
-        "SLOT_CONFIG": slots,
+        "SLOT_CONFIG": slot_config(config),
+        "TRUST_DOMAIN_CONFIG": f"TRUST_DOMAIN = {config.trust_domain}" if config.trust_domain else "",
+        "ADMIN_IDENTITY": ADMIN_IDENTITY,
+        "ADMIN_KEY_NAME": ADMIN_KEY_NAME,
+        "MAX_JOB_RETIREMENT_S": str(config.max_job_retirement_s),
         "POOL": config.pool,
         "IDLE_SHUTDOWN_S": str(config.idle_shutdown_s),
         "EXTRA_CONFIG": "\n".join(config.extra_config),
@@ -205,6 +265,8 @@ def render_boot_script(config: WorkerConfig, template_dir: Path | None = None) -
         "CLOUD": config.cloud,
         "TOKEN_DELIVERY": config.delivery,
         "TOKEN_SOURCE": config.token_source,
+        "ADMIN_KEY_SOURCE": config.admin_key_source,
+        "ADMIN_KEY_PATH": ADMIN_KEY_PATH,
         "AWS_REGION": config.aws_region,
         "OS_CREDENTIALS_FILE": config.os_credentials_file,
         "BLOCK_METADATA": "yes" if config.block_metadata_for_jobs else "no",
@@ -216,15 +278,18 @@ def render_boot_script(config: WorkerConfig, template_dir: Path | None = None) -
 def render_user_data(config: WorkerConfig, template_dir: Path | None = None) -> str:
     """The whole ``#cloud-config`` user-data for one worker (the same for every worker of the pool)."""
     config.validate()
-    inline = ""
+    inline = inline_key = ""
     if config.delivery == "inline":
         inline = _INLINE_TOKEN_ENTRY.format(path=TOKEN_PATH, token=config.token)
+        if config.admin_key:
+            inline_key = _INLINE_ADMIN_KEY_ENTRY.format(path=ADMIN_KEY_PATH, key=config.admin_key)
     values = {
         "POOL": config.pool,
         "CONDOR_HOST": config.condor_host,
         "EXECUTE_CONFIG": render_execute_config(config, template_dir),
         "BOOT_SCRIPT": render_boot_script(config, template_dir),
         "INLINE_TOKEN_FILE": inline,
+        "INLINE_ADMIN_KEY_FILE": inline_key,
     }
     text = fill(_template(CLOUD_INIT_TEMPLATE, template_dir), values, CLOUD_INIT_TEMPLATE)
     _check_cloud_config(text)

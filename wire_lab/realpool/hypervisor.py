@@ -206,7 +206,8 @@ def _launched_at(instance: dict[str, Any]) -> float:
 
 
 def pool_booter(pool: Any, options: Any = None) -> BootFn:
-    """Boot workers for a ``PersonalPool``: its chroot and work dir; its pool token for ``file`` delivery."""
+    """Boot workers for a ``PersonalPool``: its chroot and work dir; its pool token and the workers'
+    administration key for ``file`` delivery; each worker at its own loopback address."""
     from wire_lab.realpool.worker import WorkerOptions
 
     def boot(instance_id: str, user_data: str) -> Worker:
@@ -216,6 +217,7 @@ def pool_booter(pool: Any, options: Any = None) -> BootFn:
             pool.chroot,
             pool.workdir,
             file_token=pool.pool_token,
+            file_admin_key=pool.worker_admin_key_b64,
             options=options or WorkerOptions(),
         ).boot()
 

@@ -11,6 +11,7 @@ Layout of the work directory (bind-mounted at the same path in the chroot,
 because DAGMan checks the paths it is given and refuses node logs under /tmp):
 
     <workdir>/cm/            LOCAL_DIR of the central manager: condor_config, log, spool, lock, run, passwords.d
+    <workdir>/worker-admin/  the workers' administration signing key (never in the central manager's passwords.d)
     <workdir>/client/<who>/  condor_config + tokens.d of a client identity (user, daemon)
     <workdir>/workers/<id>/  one worker's root (worker.py)
     <workdir>/users/<name>/  directories owned by the pool user, for jobs and DAGs
@@ -18,6 +19,7 @@ because DAGMan checks the paths it is given and refuses node logs under /tmp):
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -32,7 +34,12 @@ from typing import Any, Self
 
 from wire_lab.realpool.chroot import ensure_chroot
 from wire_lab.realpool.chrootenv import UnixUser, chroot_account, ensure_user, prepare_runtime
-from wire_lab.realpool.daemon_files import SUBMIT_HOST_CONF, condor_config_file
+from wire_lab.realpool.daemon_files import (
+    SUBMIT_HOST_CONF,
+    condor_config_file,
+    worker_admin_identity,
+    worker_admin_key_name,
+)
 from wire_lab.realpool.errors import RealPoolError
 from wire_lab.realpool.proc import (
     TAG_VAR,
@@ -88,6 +95,7 @@ class PersonalPool:
         self.user: UnixUser | None = None
         self.clients: dict[str, ClientIdentity] = {}
         self.pool_token = ""  # what workers present: identity condor@<domain>, advertise + read only
+        self.worker_admin_key_b64 = ""  # the workers' administration key file, base64: what the user-data delivers
         self._master: subprocess.Popen[bytes] | None = None
         self._tag = f"pool-{os.getpid()}-{id(self):x}"
         self._previous_config: str | None = None
@@ -143,6 +151,15 @@ class PersonalPool:
     @property
     def cm_config(self) -> Path:
         return self.cm_dir / "condor_config"
+
+    @property
+    def worker_admin_dir(self) -> Path:
+        """Where the workers' administration key is kept: beside the central manager, never in its passwords.d."""
+        return self.workdir / "worker-admin"
+
+    @property
+    def worker_admin_identity(self) -> str:
+        return worker_admin_identity(self.options.domain)
 
     def client_env(self, identity: str = "user") -> dict[str, str]:
         """The environment a client process needs (CONDOR_CONFIG; the config names the token directory)."""
@@ -206,20 +223,22 @@ class PersonalPool:
     def run_as_root(self, command: list[str], timeout: float = 60.0) -> str:
         return self._chroot().run(command, command[0], timeout=timeout)
 
-    def create_token(self, identity: str, authz: tuple[str, ...] = ()) -> str:
-        """An IDTOKEN signed with the pool key (offline: condor_token_create reads the key file)."""
+    def create_token(self, identity: str, authz: tuple[str, ...] = (), key: str = POOL_KEY) -> str:
+        """An IDTOKEN signed with the pool key, or with ``key`` from the workers' key directory (offline:
+        condor_token_create reads the key file; its issuer is the pool's TRUST_DOMAIN)."""
         argv = [
             "condor_token_create",
             "-identity",
             identity,
             "-key",
-            POOL_KEY,
+            key,
             "-lifetime",
             str(self.options.token_lifetime_s),
         ]
         for level in authz:
             argv += ["-authz", level]
-        return self.run_as_root(argv).strip()
+        env = {} if key == POOL_KEY else {"_CONDOR_SEC_PASSWORD_DIRECTORY": str(self.worker_admin_dir)}
+        return self._chroot(env).run(argv, argv[0], timeout=60.0).strip()
 
     # -- setting up --------------------------------------------------------------
 
@@ -249,11 +268,19 @@ class PersonalPool:
             f"condor@{self.options.domain}", ("READ", "ADVERTISE_STARTD", "ADVERTISE_MASTER")
         )
         assert self.user is not None
-        self._add_client("user", self.create_token(f"{self.user.name}@{self.options.domain}"))
-        # The autoscaler's token, as submit-host.conf tells the operator to make it: condor is a queue super
-        # user (WRITE: JobPrio of anybody's jobs), ADMINISTRATOR to drain workers, no ADVERTISE_*.
+        self._add_client("user", {"pool": self.create_token(f"{self.user.name}@{self.options.domain}")})
+        # The autoscaler's tokens, as docs/cloud.md tells the operator to make them. For the central manager:
+        # condor is a queue super user (WRITE: JobPrio of anybody's jobs), no ADMINISTRATOR, no ADVERTISE_*.
+        # For the workers: the daemon's identity there, signed with the workers' key, to drain them.
+        self._make_worker_admin_key()
         self._add_client(
-            "daemon", self.create_token(f"condor@{self.options.domain}", ("READ", "WRITE", "ADMINISTRATOR"))
+            "daemon",
+            {
+                "pool": self.create_token(f"condor@{self.options.domain}", ("READ", "WRITE")),
+                "wire-workers": self.create_token(
+                    self.worker_admin_identity, ("ADMINISTRATOR",), key=worker_admin_key_name()
+                ),
+            },
         )
 
     def _make_signing_key(self) -> None:
@@ -264,13 +291,28 @@ class PersonalPool:
         self.run_as_root(["condor_store_cred", "add", "-c", "-p", secret, "-f", str(key)])
         key.chmod(0o600)
 
-    def _add_client(self, name: str, token: str) -> None:
+    def _make_worker_admin_key(self) -> None:
+        """The workers' own signing key: random bytes, as the operator makes it (docs/cloud.md)."""
+        _mkdir(self.worker_admin_dir, 0, 0, 0o700)
+        key = self.worker_admin_dir / worker_admin_key_name()
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(os.urandom(64))
+        self.worker_admin_key_b64 = base64.b64encode(key.read_bytes()).decode()
+
+    def add_client(self, name: str, tokens: Mapping[str, str]) -> ClientIdentity:
+        """A client identity holding ``tokens`` (file name -> IDTOKEN), e.g. a token tests made themselves."""
+        self._add_client(name, tokens)
+        return self.clients[name]
+
+    def _add_client(self, name: str, tokens_by_file: Mapping[str, str]) -> None:
         base = self.workdir / "client" / name
         tokens = base / "tokens.d"
         _mkdir(tokens, 0, 0, 0o700)
         for old in tokens.iterdir():
             old.unlink()
-        _write_secret(tokens / "pool", token)  # 0600: a world-readable token is silently ignored
+        for file_name, token in tokens_by_file.items():
+            _write_secret(tokens / file_name, token)  # 0600: a world-readable token is silently ignored
         (base / "log").mkdir(exist_ok=True)
         config = base / "condor_config"
         config.write_text(client_config_text(self, tokens, base / "log"))
@@ -360,13 +402,15 @@ def cm_config_text(pool: PersonalPool) -> str:
         "LOCK = $(LOCAL_DIR)/lock",
         "RUN = $(LOCAL_DIR)/run",
         "EXECUTE = $(LOCAL_DIR)/execute",
-        "# Loopback only, a free collector port, no shared port daemon (each pool and worker has its own ports).",
+        "# Loopback only (127.0.0.1; each worker has an address of its own), a free collector port, no shared port",
+        "# daemon (each pool and worker has its own ports).",
         "CONDOR_HOST = 127.0.0.1",
         f"COLLECTOR_HOST = 127.0.0.1:{pool.port}",
         "NETWORK_INTERFACE = 127.0.0.1",
+        "BIND_ALL_INTERFACES = False",
         "USE_SHARED_PORT = False",
         "ENABLE_IPV6 = False",
-        "# Workers share our address: without this, a daemon takes a worker's daemons for its own family.",
+        "# Workers' addresses (127.0.0.N) are local too: without this, a daemon takes a worker's for its family.",
         "SEC_USE_FAMILY_SESSION = False",
         f"UID_DOMAIN = {o.domain}",
         f"TRUST_DOMAIN = {o.domain}",
@@ -423,6 +467,7 @@ def client_config_text(pool: PersonalPool, token_dir: Path, log_dir: Path) -> st
         "CONDOR_HOST = 127.0.0.1",
         f"COLLECTOR_HOST = 127.0.0.1:{pool.port}",
         "NETWORK_INTERFACE = 127.0.0.1",
+        "BIND_ALL_INTERFACES = False",
         "USE_SHARED_PORT = False",
         "ENABLE_IPV6 = False",
         f"UID_DOMAIN = {o.domain}",

@@ -18,7 +18,8 @@ chroot's HTCondor is its image. What is replaced, exactly:
   does on a VM whose metadata service does not answer.
 * **token delivery**: ``file`` reads a token the harness put at the
   user-data's ``token_source`` path (remapped), as an image or a config drive
-  would; ``inline`` works unchanged (cloud-init writes it). ``ssm``,
+  would, and the workers' administration key (base64) at its
+  ``admin_key_source``; ``inline`` works unchanged (cloud-init writes them). ``ssm``,
   ``secretsmanager`` and ``barbican`` need the cloud's secret stores: the
   ``aws`` stub refuses, and the boot fails the way it would on a VM.
 * **runcmd**: run by ``/bin/sh`` on the host, as cloud-init's runcmd script,
@@ -34,9 +35,11 @@ chroot's HTCondor is its image. What is replaced, exactly:
   layer below, then the package's and the user-data's ``config.d``.
 * **the machine** (what a separate VM has by nature): its own LOCAL_DIR, LOG,
   SPOOL, EXECUTE, LOCK and RUN under its root, its own MASTER_NAME and
-  STARTD_NAME (several workers share one host name), loopback networking
-  without the shared port daemon, short update intervals, and the two
-  sandbox fixes (no mount or PID namespaces for jobs).
+  STARTD_NAME (several workers share one host name), its own address
+  (127.0.0.2, 127.0.0.3, ...: all of 127.0.0.0/8 is local on Linux; its
+  daemons listen there only, and the job event logs and startd ads name it),
+  no shared port daemon, short update intervals, and the two sandbox fixes
+  (no mount or PID namespaces for jobs).
 * **power off**: ``/sbin/poweroff`` (remapped) is a stub that records the
   time in ``<root>/var/lib/wire-harness/poweroff``. The dead-man switch runs
   it as the master's shutdown script, so the master process ends with it: the
@@ -46,6 +49,7 @@ chroot's HTCondor is its image. What is replaced, exactly:
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 import re
 import shlex
@@ -66,7 +70,17 @@ REMAPPED = ("/etc/condor", "/etc/wire-worker", "/var/lib/cloud", "/usr/local/sbi
 HARNESS = "var/lib/wire-harness"  # under the worker root: what the stubs record
 STUB_NAMES = ("systemctl", "iptables", "logger", "shutdown", "curl", "aws")
 
-__all__ = ["Worker", "WorkerOptions", "render_user_data"]
+__all__ = ["Worker", "WorkerOptions", "next_loopback_address", "render_user_data"]
+
+_LOOPBACK_HOSTS = itertools.count()  # process-wide: no two workers of a pool share an address
+
+
+def next_loopback_address() -> str:
+    """A loopback address no other worker of this process has: 127.0.0.2, 127.0.0.3, ... (127.0.0.1: the pool)."""
+    high, low = divmod(next(_LOOPBACK_HOSTS), 254)
+    if high > 255:
+        raise RealPoolError("worker addresses: 127.0.0.0/16 is used up")
+    return f"127.0.{high}.{low + 2}"
 
 
 @dataclass(frozen=True)
@@ -85,11 +99,16 @@ class Worker:
     chroot: Path
     workdir: Path  # bind-mounted at the same path in the chroot (the pool's work dir)
     file_token: str = ""  # placed at the user-data's token_source when it says token_delivery: file
+    file_admin_key: str = ""  # the workers' administration key (base64), placed at its admin_key_source likewise
     options: WorkerOptions = field(default_factory=WorkerOptions)
+    address: str = ""  # its loopback address; empty: the next free one (next_loopback_address)
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9-]+", self.instance_id):
             raise RealPoolError(f"worker {self.instance_id!r}: an instance id is letters, digits and '-'")
+        self.address = self.address or next_loopback_address()
+        if not re.fullmatch(r"127(\.\d{1,3}){3}", self.address):
+            raise RealPoolError(f"worker {self.instance_id}: address {self.address!r} is not on loopback (127.0.0.0/8)")
         self.home = Path(self.workdir).resolve() / "workers" / self.instance_id
         self.root = self.home / "root"
         self._master: subprocess.Popen[bytes] | None = None
@@ -148,14 +167,21 @@ class Worker:
         iid.parent.mkdir(parents=True, exist_ok=True)
         iid.write_text(self.instance_id + "\n")
         settings = boot_settings(data)
-        if settings.get("TOKEN_DELIVERY") == "file":
-            if not self.file_token:
-                raise RealPoolError(f"worker {self.instance_id}: user-data wants a token file but none was given")
-            token = self.remap_path(settings.get("TOKEN_SOURCE", ""))
-            token.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if settings.get("TOKEN_DELIVERY") != "file":
+            return
+        for what, source, secret in (
+            ("a token file", settings.get("TOKEN_SOURCE", ""), self.file_token),
+            ("an administration key file", settings.get("ADMIN_KEY_SOURCE", ""), self.file_admin_key),
+        ):
+            if not source:
+                continue
+            if not secret:
+                raise RealPoolError(f"worker {self.instance_id}: user-data wants {what} but none was given")
+            path = self.remap_path(source)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as handle:
-                handle.write(self.file_token.strip() + "\n")
+                handle.write(secret.strip() + "\n")
 
     def _write_machine_config(self) -> None:
         condor = chroot_account(self.chroot, "condor")
@@ -339,11 +365,12 @@ def remap(text: str, root: Path, prefixes: tuple[str, ...]) -> str:
 
 
 def _prefixes(data: dict[str, Any]) -> tuple[str, ...]:
-    """What to move under the worker root: the usual places, every written file, a token file's path."""
+    """What to move under the worker root: the usual places, every written file, the token and key files."""
     written = [str(e["path"]) for e in data.get("write_files") or [] if isinstance(e, dict) and "path" in e]
     settings = boot_settings(data)
-    token = [settings.get("TOKEN_SOURCE", "")] if settings.get("TOKEN_DELIVERY") == "file" else []
-    return tuple(dict.fromkeys([*REMAPPED, *written, *(t for t in token if t.startswith("/"))]))
+    files = [settings.get("TOKEN_SOURCE", ""), settings.get("ADMIN_KEY_SOURCE", "")]
+    files = files if settings.get("TOKEN_DELIVERY") == "file" else []
+    return tuple(dict.fromkeys([*REMAPPED, *written, *(f for f in files if f.startswith("/"))]))
 
 
 def _decode(entry: dict[str, Any], where: str) -> str | bytes:
@@ -372,13 +399,15 @@ def machine_config(worker: Worker, var: Path, etc: Path) -> str:
         f"ETC = {etc}",
         f"MASTER_NAME = {worker.instance_id}",
         f"STARTD_NAME = {worker.instance_id}",
-        "NETWORK_INTERFACE = 127.0.0.1",
+        "# Its own address, on loopback only: the job event logs and the startd ads tell the workers apart by it.",
+        f"NETWORK_INTERFACE = {worker.address}",
+        "BIND_ALL_INTERFACES = False",
         "USE_SHARED_PORT = False",
         "ENABLE_IPV6 = False",
         "# The sandbox: the starter cannot unshare mount or PID namespaces here (errno 22).",
         "MOUNT_UNDER_SCRATCH =",
         "USE_PID_NAMESPACES = False",
-        "# One host, many machines: daemons of other workers and of the central manager share our address,",
+        "# One host, many machines: the addresses of other workers and of the central manager are local too,",
         "# and a daemon takes any daemon at a local address for one of its family (a session it never made).",
         "SEC_USE_FAMILY_SESSION = False",
         "# Tests: short cycles.",
