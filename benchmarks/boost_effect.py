@@ -13,24 +13,37 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from datetime import date
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the lab package is not installed
+
 from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.replay import ReplayResult, replay
+from wire_lab.traces import BUNDLED_TRACES, find_traces
 
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
-
-def traces(named: list[Path]) -> list[Path]:
+def traces(named: list[Path], folder: Path) -> list[Path]:
     if named:
         return named
-    if SHARED_TRACES.is_dir():
-        return sorted(p for p in SHARED_TRACES.rglob("*.json*") if p.is_file())
-    return [bundled_trace_path()]
+    return find_traces(folder) or [bundled_trace_path()]
+
+
+def _traces_flag(folder: Path) -> str:
+    """`` --traces DIR`` when not the bundled copies, as the repository's neighbour (``../shared/traces``)."""
+    if folder.resolve() == BUNDLED_TRACES.resolve():
+        return ""
+    repo = BUNDLED_TRACES.parents[2]
+    for base, prefix in ((repo, ""), (repo.parent, "../")):
+        try:
+            return f" --traces {prefix}{folder.resolve().relative_to(base).as_posix()}"
+        except ValueError:
+            continue
+    return f" --traces {folder.name}"
 
 
 def run_pair(path: Path, seed: int, scale: float, unit_min: float) -> tuple[ReplayResult, ReplayResult]:
@@ -83,7 +96,15 @@ def _nanmean(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("traces", nargs="*", type=Path)
+    parser.add_argument("traces", nargs="*", type=Path, help="trace files (default: every trace of --traces)")
+    parser.add_argument(
+        "--traces",
+        dest="folder",
+        type=Path,
+        default=BUNDLED_TRACES,
+        metavar="DIR",
+        help="traces folder (default: the bundled copies, tests/data/traces; the full public set: ../shared/traces)",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--time-scale", type=float, default=10.0)
     parser.add_argument("--charging-unit", type=float, default=15.0, metavar="MIN")
@@ -92,7 +113,8 @@ def main() -> None:
     lines = [
         "# The priority boost: first five ready tasks of each stage",
         "",
-        f"Command: `python3 benchmarks/boost_effect.py --seeds {' '.join(map(str, args.seeds))} "
+        f"Command: `python3 benchmarks/boost_effect.py{_traces_flag(args.folder)} "
+        f"--seeds {' '.join(map(str, args.seeds))} "
         f"--time-scale {args.time_scale:g} --charging-unit {args.charging_unit:g}` "
         f"({date.today().isoformat()}). WIRE policy, with and without the boost, same seeds; "
         "3-minute interval, 4 slots x 12 instances.",
@@ -106,7 +128,7 @@ def main() -> None:
         "| cost (units) | makespan (s) | error short / medium / long |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for path in traces(args.traces):
+    for path in traces(args.traces, args.folder):
         lines.append(row(path, args.seeds, args.time_scale, args.charging_unit))
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"

@@ -38,13 +38,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 RESULTS = REPO / "docs" / "results"
 
 try:  # run from a checkout without installing the package
     import wire_daemon  # noqa: F401
 except ImportError:
     sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO))  # wire_lab is not installed
+
+from wire_lab.traces import BUNDLED_TRACES  # noqa: E402
+
+DEFAULT_TRACES = BUNDLED_TRACES
 
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig  # noqa: E402
 from wire_daemon.runtime.replay import ReplayResult, compare  # noqa: E402
@@ -533,7 +537,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         default=DEFAULT_TRACES,
         metavar="DIR",
-        help="traces folder (default: shared/traces beside the repository)",
+        help="traces folder (default: the bundled copies, tests/data/traces; the full public set: ../shared/traces)",
     )
     p.add_argument(
         "--time-scale",

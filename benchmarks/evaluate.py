@@ -41,13 +41,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = REPO.parent / "shared" / "traces"
 DEFAULT_OUT = REPO / "docs" / "results" / "evaluation"
 
 try:  # run from a checkout without installing the package
     import wire_daemon  # noqa: F401
 except ImportError:
     sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO))  # wire_lab is not installed
+
+from wire_lab.traces import BUNDLED_TRACES  # noqa: E402
+
+DEFAULT_TRACES = BUNDLED_TRACES
 
 import numpy as np  # noqa: E402
 
@@ -79,7 +83,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         default=[DEFAULT_TRACES],
         metavar="PATH",
-        help="trace files or folders, searched recursively (default: shared/traces beside the repository)",
+        help="trace files or folders, searched recursively (default: the bundled copies, tests/data/traces; "
+        "the full public set: ../shared/traces)",
     )
     p.add_argument(
         "--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS), help="default: paper modern"

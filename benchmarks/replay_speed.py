@@ -2,8 +2,9 @@
 
 Usage: python3 benchmarks/replay_speed.py [TRACE ...] [--repeat N] [--time-scale K]
 
-Without arguments it uses the largest traces of the shared trace folder beside
-the repository (if present) and the bundled trace. Prints, per trace and
+Without arguments it uses the largest traces of the traces folder
+(``--traces``; default: the bundled copies, tests/data/traces) and the
+bundled trace. Prints, per trace and
 policy, the median wall time over the repeats, virtual seconds replayed per
 wall second, and the per-iteration decision time.
 """
@@ -12,15 +13,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the lab package is not installed
 
 from wire_daemon.core.config import EmulationConfig, ReplayConfig
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_daemon.runtime.replay import replay
+from wire_lab.traces import BUNDLED_TRACES
 
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 DEFAULT_TRACES = (
     "montage-chameleon-2mass-05d-001.json.gz",
     "epigenomics-chameleon-ilmn-6seq-50k-001.json.gz",
@@ -28,8 +32,8 @@ DEFAULT_TRACES = (
 )
 
 
-def default_traces() -> list[Path]:
-    found = [SHARED_TRACES / name for name in DEFAULT_TRACES if (SHARED_TRACES / name).exists()]
+def default_traces(folder: Path = BUNDLED_TRACES) -> list[Path]:
+    found = [folder / name for name in DEFAULT_TRACES if (folder / name).exists()]
     return found or [bundled_trace_path()]
 
 
@@ -58,11 +62,19 @@ def measure(path: Path, repeat: int, time_scale: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("traces", nargs="*", type=Path)
+    parser.add_argument("traces", nargs="*", type=Path, help="trace files (default: the largest of --traces)")
+    parser.add_argument(
+        "--traces",
+        dest="folder",
+        type=Path,
+        default=BUNDLED_TRACES,
+        metavar="DIR",
+        help="traces folder (default: the bundled copies, tests/data/traces; the full public set: ../shared/traces)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--time-scale", type=float, default=1.0)
     args = parser.parse_args()
-    for path in args.traces or default_traces():
+    for path in args.traces or default_traces(args.folder):
         measure(path, args.repeat, args.time_scale)
 
 

@@ -2,6 +2,7 @@
 
 Usage: python3 -u benchmarks/scale.py [--sizes 1000,10000,100000,1000000]
            [--shapes epigenomics,montage] [--repeat 3] [--profile FILE] [--skip-memory]
+           [--policy wire|target-slowdown|...]
 
 For each synthetic workflow (wire_daemon/workflow/synthetic.py) and size:
 
@@ -56,6 +57,7 @@ class RunFigures:
     p99_s: float
     max_s: float
     cpu_p50_s: float  # this process's CPU time: what the code costs, whatever else the machine runs
+    decision_max_s: float  # the longest Analyze + Plan (policy.plan) of the run: one decision
     wavefront: float  # median over iterations of running + idle + projected-done tasks
     virtual_per_wall: float
     wall_s: float
@@ -65,16 +67,19 @@ def steering_for(n_tasks: int) -> SteeringConfig:
     return SteeringConfig(max_instances=max(4, n_tasks // 500))
 
 
-def run_once(workflow: Workflow, seed: int, profiler: cProfile.Profile | None = None) -> RunFigures:
-    """One WIRE replay, timing each ``MapeLoop.iterate`` (the loop of ``replay.replay``)."""
+def run_once(
+    workflow: Workflow, seed: int, profiler: cProfile.Profile | None = None, policy_name: str = "wire"
+) -> RunFigures:
+    """One replay under ``policy_name``, timing each ``MapeLoop.iterate`` (the loop of ``replay.replay``)."""
     steering = steering_for(workflow.n_tasks)
     started = time.perf_counter()
     site = EmulatedSite(workflow, EmulationConfig(seed=seed), steering.slots_per_instance, steering.billing)
     state = RunState(workflow)
-    policy = make_policy("wire", PolicyInputs(state, steering, PredictionConfig()))
+    policy = make_policy(policy_name, PolicyInputs(state, steering, PredictionConfig()))
     loop = MapeLoop(state, site, site, site, policy, steering)
     times: list[float] = []
     cpu: list[float] = []
+    decisions: list[float] = []
     wavefront: list[int] = []
     now = 0.0
     while True:
@@ -87,6 +92,7 @@ def run_once(workflow: Workflow, seed: int, profiler: cProfile.Profile | None = 
         record = loop.iterate(now)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
+        decisions.append(record.decision_s)
         if profiler is not None:
             profiler.disable()
         projected = (
@@ -107,6 +113,7 @@ def run_once(workflow: Workflow, seed: int, profiler: cProfile.Profile | None = 
         p99_s=float(np.percentile(arr, 99)),
         max_s=float(arr.max()),
         cpu_p50_s=float(np.median(cpu)),
+        decision_max_s=float(max(decisions)),
         wavefront=float(np.median(wavefront)),
         virtual_per_wall=site.last_finish / wall,
         wall_s=wall,
@@ -167,7 +174,7 @@ def report(shape: str, n_tasks: int, runs: list[RunFigures], bytes_per_task: flo
         f"{shape:<12} {n_tasks:>9,d} {int(med('iterations')):>6d} "
         f"{p50 * 1e3:>9.1f} {p99 * 1e3:>9.1f} {top * 1e3:>9.1f} {cpu * 1e3:>9.1f} "
         f"{p50 / max(wave, 1) * 1e6:>12.2f} {int(wave):>10,d} {memory} "
-        f"{med('virtual_per_wall'):>11.0f} {med('wall_s'):>8.1f}",
+        f"{med('virtual_per_wall'):>11.0f} {med('wall_s'):>8.1f} {med('decision_max_s') * 1e3:>10.1f}",
         flush=True,
     )
 
@@ -179,19 +186,22 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--profile", metavar="FILE", help="cProfile every MAPE iteration of the first run into FILE")
+    parser.add_argument(
+        "--policy", default="wire", help="the scaling policy replayed (default wire; target-slowdown: issue 12)"
+    )
     parser.add_argument("--memory-child", nargs=2, metavar=("SHAPE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args.memory_child[0], int(args.memory_child[1]))
         return
     print(
-        f"median of {args.repeat} runs; iteration = one whole MAPE step; "
+        f"policy {args.policy}; median of {args.repeat} runs; iteration = one whole MAPE step; "
         "wavefront = running + idle + projected-done tasks"
     )
     print(
         f"{'shape':<12} {'tasks':>9} {'iters':>6} "
         f"{'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'cpu p50':>9} {'p50 us/wave':>12} "
-        f"{'wavefront':>10} {'B/task':>8} {'virt s/s':>11} {'wall s':>8}"
+        f"{'wavefront':>10} {'B/task':>8} {'virt s/s':>11} {'wall s':>8} {'plan max':>10}"
     )
     profiler = cProfile.Profile() if args.profile else None
     for n_tasks in (int(s) for s in args.sizes.split(",")):
@@ -199,7 +209,7 @@ def main() -> None:
             workflow = synthetic_workflow(shape, n_tasks, seed=0)
             runs = []
             for seed in range(args.repeat):
-                runs.append(run_once(workflow, seed, profiler if seed == 0 else None))
+                runs.append(run_once(workflow, seed, profiler if seed == 0 else None, args.policy))
                 gc.collect()
             del workflow
             gc.collect()

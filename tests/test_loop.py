@@ -35,9 +35,9 @@ def test_boost_first_five_ready_tasks_of_each_stage_once():
     state = _state()
     boost = PriorityBoost(state, first_n=5, priority=10)
     condor = RecordingCondor()
-    assert boost.apply(state, condor) == 8
+    assert len(boost.apply(state, condor)) == 8
     assert condor.calls == [(f"a{i}", 10) for i in range(5)] + [(f"b{i}", 10) for i in range(3)]
-    assert boost.apply(state, condor) == 0  # a stage's quota is spent once
+    assert boost.apply(state, condor) == []  # a stage's quota is spent once
 
 
 def test_queue_order_puts_boosted_tasks_first_then_submit_order():
@@ -99,7 +99,7 @@ def test_vectorised_boost_and_queue_order_match_the_one_by_one_scan():
                     used[stage] += 1
                     prio[task] = boost.priority
             condor = RecordingCondor()
-            assert boost.apply(state, condor) == len(expected)
+            assert len(boost.apply(state, condor)) == len(expected)
             assert [task for task, _ in condor.calls] == expected
             idle = state.idle_in_queue_order()
             assert (

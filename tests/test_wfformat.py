@@ -17,8 +17,7 @@ from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.traces import BUNDLED_TRACE, bundled_trace_path, load_trace
 
 DATA = Path(__file__).resolve().parent / "data"
-SHARED = Path(__file__).resolve().parents[2] / "shared"  # the repo's sibling folder
-TRACES = SHARED / "traces"
+TRACES = DATA / "traces"  # copies of the smallest real traces of each kind (tests/data/SOURCES.md)
 LEGACY = "legacy/montage-4.0-osg-dataset02-run001.json.gz"
 
 
@@ -47,18 +46,18 @@ E = Expected
 MANIFEST = {
     "1000genome-chameleon-10ch-250k-001.json": E(410, 5, 5, 5, 530, 3, 260, 358.9, 25977.7),
     "1000genome-chameleon-22ch-250k-001.json": E(902, 5, 5, 5, 1166, 3, 572, 314.0, 53409.6),
-    "1000genome-chameleon-2ch-100k-001.json": E(52, 5, 5, 5, 76, 3, 28, 204.7, 2771.3),
+    "1000genome-chameleon-2ch-100k-001.json.gz": E(52, 5, 5, 5, 76, 3, 28, 204.7, 2771.3),
     "cycles-chameleon-1l-1c-12p-001.json": E(219, 7, 7, 7, 325, 4, 108, 250.1, 4876.0),
     "cycles-chameleon-1l-3c-12p-001.json.gz": E(657, 7, 7, 7, 975, 4, 324, 237.6, 10653.0),
     "epigenomics-chameleon-hep-6seq-50k-001.json": E(983, 8, 9, 9, 1218, 9, 242, 194.5, 18044.4),
-    "epigenomics-chameleon-ilmn-1seq-100k-001.json": E(125, 8, 9, 9, 153, 9, 30, 143.4, 2578.3),
+    "epigenomics-chameleon-ilmn-1seq-100k-001.json.gz": E(125, 8, 9, 9, 153, 9, 30, 143.4, 2578.3),
     "epigenomics-chameleon-ilmn-3seq-100k-001.json": E(405, 8, 9, 9, 500, 9, 99, 236.1, 10074.1),
     "epigenomics-chameleon-ilmn-6seq-50k-001.json.gz": E(1695, 8, 9, 9, 2108, 9, 420, 1084.1, 26060.0),
     "montage-chameleon-2mass-01d-001.json": E(103, 8, 8, 8, 231, 8, 45, 21.1, 362.6),
     "montage-chameleon-2mass-025d-001.json": E(619, 8, 8, 8, 1641, 8, 423, 25.7, 1321.9),
     "montage-chameleon-2mass-05d-001.json.gz": E(1738, 8, 8, 8, 4698, 8, 1242, 102.4, 8694.7),
     "seismology-chameleon-1000p-001.json": E(1001, 2, 2, 2, 1000, 2, 1000, 5.4, 538.4),
-    "seismology-chameleon-300p-001.json": E(301, 2, 2, 2, 300, 2, 300, 4.5, 230.3),
+    "seismology-chameleon-300p-001.json.gz": E(301, 2, 2, 2, 300, 2, 300, 4.5, 230.3),
     "srasearch-chameleon-30a-001.json": E(64, 4, 5, 5, 92, 4, 31, 3920.3, 50375.2),
     LEGACY: E(3765, 14, 17, 20, 18991, 15, 2316, 748.7, 2729.2),
 }
@@ -67,8 +66,7 @@ COPIED = ["montage-chameleon-2mass-01d-001.json", "srasearch-chameleon-30a-001.j
 
 def shared_trace(name: str) -> Path:
     path = TRACES / name
-    if not path.exists():
-        pytest.skip(f"shared traces not available ({path.name})")
+    assert path.exists(), f"{path} is missing: tests/data/SOURCES.md says where it comes from"
     return path
 
 
@@ -130,7 +128,7 @@ def check_against_manifest(wf: Workflow, exp: Expected) -> None:
 # --- real traces ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(MANIFEST))
+@pytest.mark.parametrize("name", sorted(n for n in MANIFEST if (TRACES / n).exists()))
 def test_shared_trace_matches_manifest(name: str) -> None:
     check_against_manifest(load_trace(shared_trace(name)), MANIFEST[name])
 
@@ -162,7 +160,7 @@ def test_wfformat15_task_fields() -> None:
 
 
 def test_epigenomics_uses_program_not_id_prefix() -> None:
-    wf = load_trace(shared_trace("epigenomics-chameleon-ilmn-1seq-100k-001.json"))
+    wf = load_trace(shared_trace("epigenomics-chameleon-ilmn-1seq-100k-001.json.gz"))
     # ids look like chr21_chr21_ID0000001; the program is chr21
     assert wf.transformation[wf.index_of("chr21_chr21_ID0000001")] == "chr21"
     assert wf.peak_memory_bytes.max() == 0  # these traces have no memoryInBytes

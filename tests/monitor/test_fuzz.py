@@ -53,8 +53,11 @@ def mangled(draw: st.DrawFn, original: bytes) -> bytes:
     return bytes(data)
 
 
+_SCRATCH = tempfile.TemporaryDirectory(prefix="wire-fuzz-")  # removed when the tests are done
+
+
 def _write(data: bytes, name: str) -> Path:
-    directory = Path(tempfile.mkdtemp(prefix="wire-fuzz-"))
+    directory = Path(tempfile.mkdtemp(dir=_SCRATCH.name))
     path = directory / name
     path.write_bytes(data)
     return path
@@ -86,7 +89,7 @@ def test_junk_between_events_is_reported() -> None:
     path = _write(NODE_LOG[:first_end] + b"Junk here\nmore junk\n...\n" + NODE_LOG[first_end:], "nodes.log")
     follower = EventLogFollower(path)
     assert len(follower.poll()) == 19
-    assert follower.problems.messages == [f"{path}:4: not a job event (no event header); skipped"]
+    assert follower.problems.messages == [f"{path}:4 (byte 208): not a job event (no event header); skipped"]
 
 
 YAML_RECORD = (SUBMIT / "process_wf_success" / "00" / "00" / "ls_ID0000001.out.000").read_bytes()

@@ -51,12 +51,13 @@ STAGE_KEYS = {
     "policy",
     "policies",
     "predicted_occupancy_s",
+    "aborted",
 }
 
 COUNTS = {  # dir: (tasks, done, running, idle, held, not ready), events, DAGMan exit code (None: not finished)
     "process_wf_success": ((5, 5, 0, 0, 0, 0), 15, 0),
     "process_wf_failure": ((5, 1, 0, 1, 0, 3), 9, 1),
-    "sample_wf_held": ((8, 2, 0, 0, 0, 6), 11, 1),
+    "sample_wf_held": ((8, 2, 0, 0, 0, 5), 11, 1),  # and one aborted
     "hierarchical_wf_success": ((13, 11, 0, 0, 0, 2), 33, None),
     "hierarchical_wf_failure": ((13, 6, 0, 0, 0, 7), 18, 1),
     INNER: ((15, 0, 0, 0, 0, 15), 0, None),
@@ -102,10 +103,11 @@ def test_failed_with_retry_stage_is_idle_and_the_done_stage_has_its_model(capsys
     assert data["now"] == 1677913875.0 and data["now_from"] == "last-event" and data["running"] == []
 
 
-def test_held_and_aborted_job_is_not_ready_again(capsys: pytest.CaptureFixture[str]) -> None:
+def test_held_and_aborted_job_is_aborted_not_not_ready(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, str(SUBMIT / "sample_wf_held"))
     chebi = _stage(data, "chebi_drug_loader")
-    assert (chebi["tasks"], chebi["not_ready"], chebi["held"], chebi["policy"]) == (1, 1, 0, "not-started")
+    assert (chebi["tasks"], chebi["not_ready"], chebi["aborted"], chebi["held"]) == (1, 0, 1, 0)
+    assert data["counts"]["aborted"] == 1
 
 
 def test_hierarchical_lists_its_sub_workflow(capsys: pytest.CaptureFixture[str]) -> None:

@@ -73,7 +73,7 @@ def test_report_from_jsonl_with_epoch_times(tmp_path: Path, replay_records: list
 
 
 def test_report_refuses_no_records(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="no decision records"):
+    with pytest.raises(InputError, match="no decision record to draw"):
         render_report([], tmp_path / "x.png", "empty")
 
 

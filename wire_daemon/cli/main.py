@@ -12,9 +12,9 @@ from typing import Any
 
 from wire_daemon.cli.service_commands import add_service_commands
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
-from wire_daemon.core.errors import WireError
+from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
-from wire_daemon.runtime.policies import POLICY_NAMES
+from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
 from wire_daemon.runtime.replay import ReplayResult, compare
 from wire_daemon.service.render import format_decision, format_table
 
@@ -36,10 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wire-daemon", description="Online-prediction autoscaler for Pegasus/HTCondor workflows."
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}", help="print the version")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     rp = sub.add_parser("replay", help="replay a workflow trace on the emulated site and report cost and makespan")
     rp.add_argument("trace", nargs="?", help="WfFormat trace (.json or .json.gz); default: the bundled Montage trace")
-    rp.add_argument("--policy", choices=POLICY_NAMES, default="wire")
+    rp.add_argument("--policy", choices=POLICY_NAMES, default=DEFAULT_POLICY)
     rp.add_argument("--compare", action="store_true", help="run every policy side by side")
     rp.add_argument(
         "--charging-unit", type=float, default=60.0, metavar="MIN", help="charging unit u in minutes (default 60)"
@@ -85,7 +86,32 @@ def _parser() -> argparse.ArgumentParser:
         help="measure elapsed times against the current time, not the last event (live dirs)",
     )
     ip.set_defaults(handler=_inspect)
+    _fill_help(parser)
     return parser
+
+
+# Help for the options declared without it (kept apart so their lines stay as they are).
+_HELP = {
+    "--policy": f"the scaling policy to replay (default {DEFAULT_POLICY}); --compare replays them all",
+}
+
+
+def _fill_help(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _fill_help(sub)
+        elif action.help is None:
+            action.help = next((_HELP[o] for o in action.option_strings if o in _HELP), None)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("wire-daemon")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree without an install
+        return "(not installed)"
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -102,6 +128,19 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _replay_config(args: argparse.Namespace) -> ReplayConfig:
+    """The replay's settings from its flags; a bad value is named by its flag, in the flag's unit."""
+    for flag, value in (
+        ("--charging-unit", args.charging_unit),
+        ("--interval", args.interval),
+        ("--time-scale", args.time_scale),
+        ("--bandwidth", args.bandwidth),
+        ("--slots", args.slots),
+        ("--max-instances", args.max_instances),
+    ):
+        if not value > 0:
+            raise ConfigError(f"{flag} must be > 0 (got {value:g})")
+    if args.boot_lag is not None and not args.boot_lag >= 0:
+        raise ConfigError(f"--boot-lag must be >= 0 (got {args.boot_lag:g})")
     steering = SteeringConfig(
         charging_unit_s=args.charging_unit * 60.0,
         interval_s=args.interval,

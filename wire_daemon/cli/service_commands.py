@@ -1,55 +1,112 @@
-"""The service subcommands: run, status, decisions, check-config."""
+"""The service subcommands: run, check-config, status, decisions, report, and the operator's controls.
+
+The controls (pause, resume, hold N, drain-all, terminate-all) act through
+the daemon's state file: each writes a request there, the running daemon
+applies it within about a second (or at its next start, when it is down)
+and records the change in the decisions log.
+"""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.store import StateStore
-from wire_daemon.runtime.settings import Settings, load_settings
-from wire_daemon.service.render import format_decision
+from wire_daemon.runtime.settings import Settings, check_paths, load_settings
+from wire_daemon.service.wording import Since, ago, decision_line, decision_words, duration, is_virtual, parse_since
+from wire_daemon.service.wording import wall as wall_time
+from wire_daemon.service.wording import when as time_of
+
+CONFIG_HELP = "the daemon's YAML config file (e.g. /etc/wire-daemon/config.yaml)"
+JSON_HELP = "print one JSON object instead of text"
+CONTROL_WAIT_S = 10.0  # how long a control command waits for the running daemon to apply it
+REDACTED = "<redacted>"
 
 
 def add_service_commands(sub: Any) -> None:
-    run = sub.add_parser("run", help="run the MAPE loop as a service")
-    run.add_argument("--config", required=True, help="YAML config file")
-    run.add_argument("--site", choices=("emulated", "condor"), help="override site.kind")
-    run.add_argument("--trace", help="emulated site: WfFormat trace to replay")
-    run.add_argument("--speedup", type=float, help="emulated site: virtual seconds per wall second")
-    run.add_argument("--max-iterations", type=int, help="stop after N iterations (testing)")
+    run = sub.add_parser("run", help="run the MAPE loop as a service (see README, 'Install as a service')")
+    run.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
+    run.add_argument("--site", choices=("emulated", "condor"), help="override site.kind of the config")
+    run.add_argument("--trace", metavar="TRACE", help="emulated site: the WfFormat trace to replay (site.trace)")
+    run.add_argument(
+        "--speedup", type=float, metavar="K", help="emulated site: virtual seconds per wall second (site.speedup)"
+    )
+    run.add_argument("--max-iterations", type=int, metavar="N", help="stop after N decisions (for tests and demos)")
+    run.add_argument(
+        "--log-level",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        default="INFO",
+        type=str.upper,
+        help="what the log (stderr, the journal) shows: INFO (default) has one line per decision and event",
+    )
     run.set_defaults(handler=_run)
 
     check = sub.add_parser("check-config", help="validate a config file and print the effective settings")
-    check.add_argument("config")
+    check.add_argument("config", metavar="FILE", help=CONFIG_HELP)
+    check.add_argument(
+        "--probe",
+        action="store_true",
+        help="also make read-only calls to the cloud with the configured credentials and say, one line each, "
+        "what works, what is denied and what is not found",
+    )
     check.set_defaults(handler=_check_config)
 
-    status = sub.add_parser("status", help="what the daemon is doing, from its state file")
-    status.add_argument("--config", required=True)
-    status.add_argument("--json", action="store_true")
+    status = sub.add_parser("status", help="what the daemon is doing, from its state file (works when it is down)")
+    status.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
+    status.add_argument("--json", action="store_true", help=JSON_HELP)
     status.set_defaults(handler=_status)
 
-    decisions = sub.add_parser("decisions", help="render the decisions log")
-    decisions.add_argument("--config", required=True)
-    decisions.add_argument("--since", type=float, default=float("-inf"), help="virtual/loop time in seconds")
-    decisions.add_argument("--follow", action="store_true", help="keep printing new decisions")
+    decisions = sub.add_parser("decisions", help="the decisions log, one line per decision in plain words")
+    decisions.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
+    decisions.add_argument(
+        "--since",
+        metavar="T",
+        help="only from T on: an ISO time (2025-11-05T12:00, UTC unless a zone is given), "
+        "a duration back from now (10m, 10m ago, 2h, 1d), or seconds on the loop's clock (360)",
+    )
+    decisions.add_argument("--follow", action="store_true", help="keep printing new decisions as they come")
+    decisions.add_argument("--json", action="store_true", help="print the records as JSON lines, as logged")
     decisions.set_defaults(handler=_decisions)
 
     report = sub.add_parser(
         "report", help="draw a PNG timeline (pool, tasks, predicted load, cost) from a decisions log"
     )
     report.add_argument("decisions_log", nargs="?", help="a decisions log (JSON lines) of the daemon or of a replay")
-    report.add_argument("--config", help="read the daemon's decisions log (rotated files too) named in this config")
     report.add_argument(
-        "--out", default="wire-daemon-report.png", help="PNG to write (default: wire-daemon-report.png)"
+        "--config", metavar="FILE", help="read the daemon's decisions log (rotated files too) named in this config"
+    )
+    report.add_argument(
+        "--out", default="wire-daemon-report.png", metavar="PNG", help="PNG to write (default: wire-daemon-report.png)"
     )
     report.add_argument("--title", default="", help="title above the plots (default: the log's name)")
     report.set_defaults(handler=_report)
+
+    _add_control(sub, "pause", "keep the pool as it is: no launch, no release, until resume")
+    _add_control(sub, "resume", "let the scaling policy decide again (ends pause, hold, drain-all, terminate-all)")
+    hold = _add_control(sub, "hold", "bring the pool to N instances and keep it there, until resume")
+    hold.add_argument("count", type=int, metavar="N", help="the pool size to keep (within safety.max_instances)")
+    _add_control(sub, "drain-all", "drain every instance now, terminate each when its paid unit ends; then hold at 0")
+    terminate = _add_control(
+        sub, "terminate-all", "terminate every instance now (running jobs are killed and rerun); then hold at 0"
+    )
+    terminate.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+
+def _add_control(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=text, description=f"{text}. Recorded in the decisions log.")
+    parser.add_argument("--config", required=True, metavar="FILE", help=CONFIG_HELP)
+    parser.set_defaults(handler=_control, command=name)
+    return parser
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -69,26 +126,100 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def _run(args: argparse.Namespace) -> int:
-    from wire_daemon.service.daemon import Daemon
+# -- run -------------------------------------------------------------------------------
 
+
+def _run(args: argparse.Namespace) -> int:
+    from wire_daemon.service.daemon import Daemon, configure_logging
+
+    configure_logging(args.log_level)
     daemon = Daemon(_settings(args), config_path=args.config)
     daemon.install_signal_handlers()
     return daemon.run(args.max_iterations)
 
 
-def _check_config(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
+# -- check-config ------------------------------------------------------------------------
 
+
+def _check_config(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     if settings.site.kind == "condor":  # the cloud sections are only read on a real site
         from wire_daemon.runtime.builders import driver_config, user_data
 
         driver_config(settings)
         user_data(settings)
+    check_paths(settings)
     print(f"{args.config}: OK")
-    print(json.dumps(asdict(settings), indent=2, sort_keys=True, default=str))
+    print(json.dumps(redacted(asdict(settings)), indent=2, sort_keys=True, default=str))
+    if args.probe:
+        return _probe(settings)
     return 0
+
+
+def redacted(settings: dict[str, Any]) -> dict[str, Any]:
+    """The effective settings with the pool token (``cloud.worker.token``, inline delivery) blanked."""
+    worker = dict(settings.get("cloud", {}).get("worker") or {})
+    if worker.get("token"):
+        worker["token"] = REDACTED
+        settings = {**settings, "cloud": {**settings["cloud"], "worker": worker}}
+    return settings
+
+
+def _probe(settings: Settings) -> int:
+    from wire_daemon.execute.providers import provider
+    from wire_daemon.execute.providers.base import Ownership
+    from wire_daemon.runtime.builders import driver_config
+
+    if settings.cloud.kind == "emulated":
+        print("probe: cloud.kind is emulated: there is no cloud to probe")
+        return 0
+    config = driver_config(settings)
+    daemon_id = _daemon_id(settings)
+    token = _token_reference(settings)
+    spec = provider(settings.cloud.kind)
+    print(f"probe: {settings.cloud.kind}, pool {settings.cloud.pool}, read-only calls with the configured credentials")
+    checks = spec.probe_function()(config, Ownership(settings.cloud.pool, daemon_id), token)
+    for check in checks:
+        print(f"  {check.line()}" + ("" if check.needed_by == "the daemon" else f" [needed by {check.needed_by}]"))
+    failed = [c for c in checks if c.outcome not in ("works", "not probed")]
+    needed = [c for c in failed if c.needed_by == "the daemon"]
+    if not failed:
+        print("probe: every call works")
+        return 0
+    print(
+        f"probe: {len(failed)} of {len(checks)} call(s) did not work"
+        + (f", {len(needed)} of them needed by the daemon itself" if needed else "")
+    )
+    return 1
+
+
+def _daemon_id(settings: Settings) -> str:
+    """The running daemon's id if its state file is readable, else a placeholder (listing by pool tag only)."""
+    path = Path(settings.state_path)
+    if path.exists():
+        try:
+            store = StateStore(path)
+            try:
+                return store.daemon_id()
+            finally:
+                store.close()
+        except (InputError, sqlite3.Error, OSError):
+            pass
+    return "probe"
+
+
+def _token_reference(settings: Settings) -> Any:
+    from wire_daemon.execute.providers.base import TokenReference
+
+    worker = settings.cloud.worker
+    if not worker:
+        return None
+    default = {"ec2": "ssm", "openstack": "barbican"}.get(settings.cloud.kind, "")
+    delivery = str(worker.get("token_delivery") or default)
+    return TokenReference(delivery, str(worker.get("token_source", "")), str(worker.get("aws_region", "")))
+
+
+# -- status ------------------------------------------------------------------------------
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -101,27 +232,54 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_status(settings: Settings) -> dict[str, Any]:
-    """The last snapshot the daemon wrote, and whether it is alive."""
+def read_status(settings: Settings, now: float | None = None) -> dict[str, Any]:
+    """The last snapshot the daemon wrote, whether it is alive, its mode and the commands not applied yet."""
     path = Path(settings.state_path)
     if not path.exists():
         return {"daemon": "never ran", "state_path": str(path)}
-    store = StateStore(path)
+    store = _open_store(path)
     try:
         snapshot = json.loads(store.get_meta("status") or "{}")
         heartbeat = json.loads(store.get_meta("heartbeat") or "{}")
         stopped = json.loads(store.get_meta("stopped") or "{}")
+        started = json.loads(store.get_meta("started") or "{}")
+        control = json.loads(store.get_meta("control") or "null")
         pid = int(store.get_meta("pid") or 0)
+        pending = store.pending_controls()
     finally:
         store.close()
-    alive = _alive(pid) and not stopped.get("wall", 0) > heartbeat.get("wall", 0)
-    return {
+    now = time.time() if now is None else now
+    alive = _alive(pid) and (not stopped or started.get("wall", heartbeat.get("wall", 0)) > stopped.get("wall", 0))
+    report: dict[str, Any] = {
         "daemon": "running" if alive else "down",
         "pid": pid or None,
+        "state_path": str(path),
         "last_heartbeat_wall": heartbeat.get("wall"),
-        "workflow_finished": stopped.get("finished"),
+        "started_wall": started.get("wall"),
+        "workflow_finished": stopped.get("finished") if not alive else None,
         **snapshot,
+        "pending_controls": [
+            {"command": c.command, "count": c.count, "requested_at": c.requested_at, "requested_by": c.requested_by}
+            for c in pending
+        ],
     }
+    if control is not None:  # fresher than the snapshot: a pause applies between iterations
+        from wire_daemon.runtime.control import PoolControl
+
+        mode = PoolControl.from_json(control)
+        report["control"] = mode.to_json() | {"describe": mode.describe()}
+    if alive:
+        report.pop("stopped", None)
+    elif stopped:
+        report["stopped"] = snapshot.get("stopped") or stopped
+    return report
+
+
+def _open_store(path: Path) -> StateStore:
+    try:
+        return StateStore(path)
+    except sqlite3.OperationalError as exc:
+        raise InputError(str(path), f"cannot open the state file ({exc}): run as the daemon's user") from None
 
 
 def _alive(pid: int) -> bool:
@@ -136,64 +294,246 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def render_status(report: dict[str, Any]) -> str:
-    lines = [f"daemon: {report['daemon']}" + (f" (pid {report['pid']})" if report.get("pid") else "")]
+def render_status(report: dict[str, Any], now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    lines = [_daemon_line(report, now)]
     if "time" not in report:
         return "\n".join(lines + ["no decision yet"])
-    last = report["last_decision"]
-    lines.append(
-        f"loop time {report['time']:.0f} s; cost so far {report['cost_units']} units; "
-        f"remaining work over the pool ~{report['remaining_makespan_estimate_s']:.0f} s"
+    virtual = report.get("clock") == "virtual" or is_virtual(report)
+    control = report.get("control") or {}
+    lines.append(f"mode: {control.get('describe', 'automatic: the scaling policy decides')}")
+    for c in report.get("pending_controls") or []:
+        what = c["command"] + (f" {c['count']}" if c.get("count") is not None else "")
+        by = f" by {c['requested_by']}" if c.get("requested_by") else ""
+        lines.append(f"  pending: {what} (asked {wall_time(c['requested_at'])}{by}; not applied yet)")
+    clock = (
+        f"loop clock {time_of(report['time'], True)}: the emulated site's virtual time"
+        if virtual
+        else f"loop clock {wall_time(report['time'])}"
     )
-    lines.append(f"last decision: target {last['target']} (planned {last['planned']}): {last['rule']}")
-    lines.append("pool:")
-    for i in report["pool"]:
+    lines.append(clock)
+    lines += _workflow_lines(report, virtual)
+    tasks = report.get("tasks")
+    if tasks:
         lines.append(
-            f"  {i['instance_id']:<14} {i['state']:<8} age {i['age_s']:>8.0f} s  "
-            f"busy {i['busy_slots']}/{i['slots']}  next charge in {i['next_charge_in_s']:>6.0f} s"
+            f"tasks: {tasks['done']} of {tasks['total']} done, {tasks['running']} running, {tasks['idle']} queued, "
+            f"{tasks['held']} held, {tasks['not_ready']} not ready"
         )
-    lines.append("stages:")
-    for s in report["stages"]:
-        predicted = (
-            ""
-            if s.get("predicted_occupancy_s") is None
-            else f"  predicted {s['predicted_occupancy_s']:>7.1f} s (policy {s['prediction_policy']})"
-        )
-        lines.append(
-            f"  {s['stage']:<24} done {s['done']:>5}/{s['tasks']:<5} running {s['running']:>4} "
-            f"idle {s['idle']:>5} not ready {s['not_ready']:>5}{predicted}"
-        )
+    last = report.get("last_decision")
+    if last:
+        stamp = time_of(last["time"], virtual) if isinstance(last.get("time"), (int, float)) else "?"
+        lines.append(f"last decision ({stamp}): {last.get('words') or last.get('rule', '')}")
+    lines += _pool_lines(report, virtual)
+    lines.append(_cost_line(report))
+    remaining = report.get("remaining_makespan_estimate_s") or 0.0
+    if remaining and not report.get("stopped"):
+        lines.append(f"remaining work over the pool's slots: about {duration(remaining)} (a lower bound)")
+    stages = report.get("stages") or []
+    if stages:
+        lines.append("stages:")
+        for s in stages:
+            if s.get("predicted_occupancy_s") is not None:
+                predicted = f"  predicted {s['predicted_occupancy_s']:>7.1f} s (policy {s['prediction_policy']})"
+            else:
+                predicted = "  not started: no prediction yet" if s.get("prediction_policy") == 1 else ""
+            lines.append(
+                f"  {s['stage']:<24} done {s['done']:>5}/{s['tasks']:<5} running {s['running']:>4} "
+                f"idle {s['idle']:>5} not ready {s['not_ready']:>5}{predicted}"
+            )
     return "\n".join(lines)
 
 
+def _daemon_line(report: dict[str, Any], now: float) -> str:
+    line = f"daemon: {report['daemon']}" + (f" (pid {report['pid']})" if report.get("pid") else "")
+    beat = report.get("last_heartbeat_wall")
+    if isinstance(beat, (int, float)):
+        line += f"; last heartbeat {wall_time(beat)} ({ago(now - beat)})"
+    if report.get("dry_run"):
+        line += "; DRY-RUN: no cloud call is made"
+    stopped = report.get("stopped")
+    if report["daemon"] == "down" and stopped:
+        at = stopped.get("wall")
+        line += f"\nstopped {wall_time(at) if at else ''}: {stopped.get('reason', 'stopped')}"
+        if stopped.get("finished"):
+            line += " (the figures below are final)"
+    return line
+
+
+def _workflow_lines(report: dict[str, Any], virtual: bool) -> list[str]:
+    workflows = report.get("workflows")
+    if workflows is None:
+        return []
+    if not workflows:
+        return ["workflows: none followed (no workflow under the submit root yet)"]
+    lines = [f"workflows ({len(workflows)}):"]
+    for w in workflows:
+        progress = f"{w.get('done', 0)}/{w.get('tasks', 0)} tasks done"
+        state = w.get("state", "?")
+        if w.get("exit_code") not in (None, 0):
+            state += f" (DAGMan exit {w['exit_code']})"
+        if isinstance(w.get("finished_at"), (int, float)):
+            state += f" at {time_of(w['finished_at'], virtual)}"
+        where = w.get("submit_dir") or w.get("trace") or ""
+        lines.append(f"  {w.get('name', '?'):<28} {state:<24} {progress:<20} {where}")
+    return lines
+
+
+def _pool_lines(report: dict[str, Any], virtual: bool) -> list[str]:
+    pool = report.get("pool") or []
+    lines = [f"pool: {len(pool)} instance(s)" + ("" if pool else ": none")]
+    for i in pool:
+        parts = [f"  {i['instance_id']:<20} {i.get('lifecycle') or '?':<11}"]
+        if i.get("state"):
+            parts.append(f"cloud: {i['state']:<8}")
+        if isinstance(i.get("age_s"), (int, float)):
+            parts.append(f"up {duration(i['age_s']):>8}")
+        if i.get("slots"):
+            parts.append(f"busy {i.get('busy_slots', 0)}/{i['slots']}")
+        if isinstance(i.get("release_at"), (int, float)):
+            parts.append(f"terminated at {time_of(i['release_at'], virtual)}")
+        elif isinstance(i.get("next_charge_in_s"), (int, float)):
+            parts.append(f"next unit in {duration(i['next_charge_in_s'])}")
+        lines.append("  ".join(parts))
+    ended = report.get("ended_instances") or []
+    count = report.get("ended_instances_count", len(ended))
+    if count:
+        shown = ", ".join(f"{e['instance_id']} ({e['lifecycle']})" for e in ended)
+        more = f" (latest: {shown})" if count > len(ended) else f": {shown}"
+        lines.append(f"  ended since the daemon started: {count}{more}")
+    return lines
+
+
+def _cost_line(report: dict[str, Any]) -> str:
+    cost = report.get("cost") or {}
+    unit = report.get("charging_unit_s")
+    per = f" of {duration(unit)}" if isinstance(unit, (int, float)) else ""
+    if not cost:
+        return f"cost: {report.get('cost_units', 0)} charging unit(s){per}"
+    return (
+        f"cost: {cost['total_units']} charging unit(s){per}: {cost['spent_units']} spent (ended), "
+        f"{cost['committed_units']} committed (started, not yet ended)"
+    )
+
+
+# -- the operator's controls -------------------------------------------------------------
+
+
+def _control(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    command = args.command
+    count: int | None = getattr(args, "count", None)
+    if command == "hold" and count is not None:
+        cap = min(settings.safety.max_instances, settings.steering.max_instances)
+        if count < 0 or count > cap:
+            raise ConfigError(f"hold {count}: N must be between 0 and {cap} (safety/steering max_instances)")
+    path = Path(settings.state_path)
+    if not path.exists():
+        raise ConfigError(
+            f"{command}: no state file at {path} (state_path): the daemon never ran with this config; start it first"
+        )
+    status = read_status(settings)
+    if command == "terminate-all" and not args.yes and not _confirmed(status):
+        print("terminate-all: not confirmed; nothing done", file=sys.stderr)
+        return 1
+    store = _open_store(path)
+    try:
+        try:
+            seq = store.request_control(command, count, by=_who())
+        except sqlite3.OperationalError as exc:
+            raise InputError(
+                str(path), f"cannot write the state file ({exc}): run the command as the daemon's user"
+            ) from None
+        what = command + (f" {count}" if count is not None else "")
+        if status.get("daemon") != "running":
+            print(f"{what}: recorded in {path}; the daemon is down: it applies it when it starts")
+            return 0
+        applied = _wait_applied(store, seq)
+    finally:
+        store.close()
+    if applied is None:
+        if read_status(settings).get("daemon") != "running":
+            print(f"{what}: recorded; the daemon stopped before applying it: it applies it when it starts")
+        else:
+            print(f"{what}: recorded; the daemon (pid {status.get('pid')}) applies it at its next look (it is busy)")
+        return 0
+    if applied.outcome and applied.outcome.startswith("refused"):
+        print(f"{what}: {applied.outcome}", file=sys.stderr)
+        return 1
+    mode = read_status(settings).get("control", {}).get("describe", "")
+    print(f"{what}: applied by the daemon (pid {status.get('pid')}) at {wall_time(applied.applied_at or 0)}; {mode}")
+    return 0
+
+
+def _wait_applied(store: StateStore, seq: int, timeout_s: float = CONTROL_WAIT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for request in store.controls(last=50):
+            if request.seq == seq and request.applied_at is not None:
+                return request
+        time.sleep(0.2)
+    return None
+
+
+def _confirmed(status: dict[str, Any]) -> bool:
+    pool = [i["instance_id"] for i in status.get("pool") or []]
+    what = f"{len(pool)} instance(s) ({', '.join(pool[:8])}{', ...' if len(pool) > 8 else ''})" if pool else "the pool"
+    print(
+        f"terminate-all: this terminates {what} now; their running jobs are killed and rerun later. "
+        "Type 'yes' to go on: ",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() == "yes"
+
+
+def _who() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid {os.getuid()}"
+
+
+# -- report and decisions -------------------------------------------------------------------
+
+
 def _report(args: argparse.Namespace) -> int:
-    from wire_daemon.core.errors import ConfigError
-    from wire_daemon.service.report import load_decisions, render_report
+    from wire_daemon.service.report import check_output, load_decisions, render_report
 
     if bool(args.decisions_log) == bool(args.config):
         raise ConfigError("report: give either a decisions log or --config, not both or neither")
+    out = check_output(Path(args.out))
     path = Path(args.decisions_log) if args.decisions_log else Path(load_settings(args.config).log.decisions_path)
     records = load_decisions(path, rotated=bool(args.config))
-    out = render_report(records, Path(args.out), args.title or path.name)
-    print(f"wrote {out} ({len(records)} decisions)")
+    written = render_report(records, out, args.title or path.name, source=path)
+    drawn = sum(1 for r in records if r.get("event") is None)
+    print(f"wrote {written} ({drawn} decisions)")
     return 0
 
 
 def _decisions(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    since = parse_since(args.since)
     path = Path(settings.log.decisions_path)
-    for record in follow_decisions(path, args.since, args.follow):
-        print(format_decision(record), flush=True)
+    if not path.exists() and not args.follow:
+        raise InputError(str(path), "no decisions log yet (log.decisions_path): the daemon has not decided anything")
+    for record in follow_decisions(path, since, args.follow):
+        print(json.dumps(record, sort_keys=True) if args.json else decision_line(record), flush=True)
     return 0
 
 
-def follow_decisions(path: Path, since: float, follow: bool, poll_s: float = 1.0) -> Iterator[dict[str, Any]]:
+def follow_decisions(path: Path, since: Since, follow: bool, poll_s: float = 1.0) -> Iterator[dict[str, Any]]:
     """Decisions from the log (rotated files first), then new ones as they come when following."""
     files = sorted(
         path.parent.glob(path.name + ".*"), key=lambda p: -int(p.suffix[1:]) if p.suffix[1:].isdigit() else 0
     )
     for older in files:
-        yield from _records(older, since)
+        if older.suffix[1:].isdigit():
+            yield from _records(older, since)
     offset = 0
     while True:
         if path.exists():
@@ -204,18 +544,18 @@ def follow_decisions(path: Path, since: float, follow: bool, poll_s: float = 1.0
                         break  # half-written: next time
                     offset += len(line.encode("utf-8"))
                     record = _parse(path, line)
-                    if record is not None and record.get("time", 0) >= since:
+                    if record is not None and since.admits(record):
                         yield record
         if not follow:
             return
         time.sleep(poll_s)
 
 
-def _records(path: Path, since: float) -> Iterator[dict[str, Any]]:
+def _records(path: Path, since: Since) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             record = _parse(path, line, number)
-            if record is not None and record.get("time", 0) >= since:
+            if record is not None and since.admits(record):
                 yield record
 
 
@@ -227,3 +567,6 @@ def _parse(path: Path, line: str, number: int | None = None) -> dict[str, Any] |
         print(f"wire-daemon: warning: {path}{where}: not a decision record, skipped", file=sys.stderr)
         return None
     return record if isinstance(record, dict) else None
+
+
+__all__ = ["add_service_commands", "read_status", "render_status", "follow_decisions", "decision_words"]

@@ -22,9 +22,19 @@ class PredictionConfig:
     # "median-elapsed": running tasks end now, unstarted ones last the median
     # elapsed time (the literal §III-C text). See docs/decisions.md.
     running_only_estimate: str = "stage-elapsed"
+    # What a job costs a slot beyond its own occupancy (negotiation, claim,
+    # shadow and starter start) until the event stream has shown it; the
+    # dispatch learner replaces it with measurements (policy target-slowdown).
+    dispatch_prior_s: float = 2.0
+    # Before any task of the workflow has been measured, a queued or running task
+    # is expected to keep its slot at least this long (one interval: all a
+    # reactive policy can assume); only policy target-slowdown uses it.
+    unknown_task_s: float = 180.0
 
     def validate(self) -> None:
         _positive("prediction.learning_rate", self.learning_rate)
+        _at_least("prediction.dispatch_prior_s", self.dispatch_prior_s, 0.0)
+        _at_least("prediction.unknown_task_s", self.unknown_task_s, 0.0)
         _at_least("prediction.gradient_steps_per_interval", self.gradient_steps_per_interval, 1)
         _at_least("prediction.same_input_relative_tolerance", self.same_input_relative_tolerance, 0.0)
         if self.running_only_estimate not in ("stage-elapsed", "median-elapsed"):
@@ -61,6 +71,10 @@ class SteeringConfig:
     # Condor priority hook: boost the first N ready tasks of each stage.
     boost_first_tasks: int = 5
     boost_priority: int = 10
+    # Policy target-slowdown: the makespan the operator accepts, as a multiple of
+    # what the full pool (max_instances from the start) would take; the policy
+    # spends as little as it can within it. 1.0: as fast as the pool can go.
+    target_slowdown: float = 1.0
 
     @property
     def billing(self) -> Billing:
@@ -81,6 +95,7 @@ class SteeringConfig:
         if self.packing not in ("paper", "fluid"):
             raise ConfigError(f"steering.packing must be 'paper' or 'fluid' (got {self.packing!r})")
         _at_least("steering.boost_first_tasks", self.boost_first_tasks, 0)
+        _at_least("steering.target_slowdown", self.target_slowdown, 1.0)
 
 
 @dataclass(frozen=True)

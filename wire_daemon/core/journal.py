@@ -107,3 +107,57 @@ class InstanceReleased:
 class InstancesTerminated:
     time: float
     instance_ids: tuple[str, ...]
+
+
+# -- the operator --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ControlChanged:
+    """An operator's command took effect: how the pool is steered from now on.
+
+    ``mode`` is ``auto`` (the policy decides), ``paused`` (no change to the
+    pool) or ``hold`` (the pool is kept at ``count`` instances; drain-all and
+    terminate-all leave it held at 0).
+    """
+
+    time: float  # the loop's clock when it took effect
+    command: str  # pause | resume | hold | drain-all | terminate-all
+    mode: str
+    count: int | None = None
+    requested_at: float = 0.0  # wall clock
+    requested_by: str = ""
+
+    @property
+    def line(self) -> str:
+        held = f" at {self.count} instance(s)" if self.mode == "hold" else ""
+        by = f" (by {self.requested_by})" if self.requested_by else ""
+        what = {
+            "pause": "scaling paused: the pool is kept as it is",
+            "resume": "scaling resumed: the policy decides again",
+            "hold": f"pool held{held}",
+            "drain-all": "draining every instance (each terminated when its paid unit ends); pool held at 0",
+            "terminate-all": "terminating every instance now; pool held at 0",
+        }.get(self.command, f"{self.command}: mode {self.mode}{held}")
+        return f"operator: {what}{by}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "time": self.time,
+            "event": "control",
+            "command": self.command,
+            "mode": self.mode,
+            "count": self.count,
+            "requested_at": self.requested_at,
+            "requested_by": self.requested_by,
+            "rule": self.line,
+        }
+
+
+@dataclass(frozen=True)
+class TasksBoosted:
+    """The priority boost raised these tasks' JobPrio by ``priority`` (the first ready tasks of their stages)."""
+
+    time: float
+    task_ids: tuple[str, ...]
+    priority: int

@@ -56,6 +56,13 @@ class RunState:
         self.attempts = np.zeros(n, dtype=np.int32)
         self.lost_s = np.zeros(n)  # occupancy thrown away by evictions (restarts from zero)
         self.host: dict[int, str] = {}  # running task -> instance id
+        # When each task was last submitted (became idle), and the host of its
+        # latest start, as a code into ``host_names``: what a job costs beyond
+        # its runtime (submit -> execute, slot gaps) is learned from these.
+        self.submit_time = np.full(n, np.nan)
+        self.start_host = np.full(n, -1, dtype=np.int32)
+        self.host_names: list[str] = []
+        self._host_code: dict[str, int] = {}
         self.completion_order: list[int] = []  # task indices, in completion order
         self.first_event_time: float | None = None
         self._next_seq = 0
@@ -128,6 +135,7 @@ class RunState:
             return  # a DAGMan retry resubmits; the task keeps its place
         self.submit_seq[i] = self._next_seq
         self._next_seq += 1
+        self.submit_time[i] = event.time
         self._set_status(i, WAITING, IDLE)
 
     def _started(self, i: int, event: TaskEvent) -> None:
@@ -144,6 +152,11 @@ class RunState:
         self.attempts[i] += 1
         if event.host:
             self.host[i] = event.host
+            code = self._host_code.get(event.host)
+            if code is None:
+                code = self._host_code[event.host] = len(self.host_names)
+                self.host_names.append(event.host)
+            self.start_host[i] = code
 
     def _finished(self, i: int, event: TaskEvent) -> None:
         if self.status.item(i) != RUNNING:

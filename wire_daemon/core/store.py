@@ -1,7 +1,9 @@
 """The daemon's memory across restarts: one SQLite file.
 
 It holds the instances we launched, the launch requests in flight, the log
-read positions and the decisions. The cloud stays the source of truth for
+read positions, the decisions and the operator's control requests
+(``wire-daemon pause`` and the like: written by the command, applied and
+marked by the daemon). The cloud stays the source of truth for
 which instances exist; this file remembers what the cloud cannot tell (why
 we launched, where we were reading, what we decided).
 
@@ -25,7 +27,7 @@ from typing import Any
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.instances import LifecycleState
 
-SCHEMA_VERSION = 2  # 2: instances.state holds the lifecycle state (core.instances)
+SCHEMA_VERSION = 3  # 2: instances.state holds the lifecycle state (core.instances); 3: the controls table
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,6 +51,15 @@ CREATE TABLE IF NOT EXISTS launch_requests (
 );
 CREATE TABLE IF NOT EXISTS positions (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS controls (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    command TEXT NOT NULL,            -- pause | resume | hold | drain-all | terminate-all
+    count INTEGER,                    -- hold: the pool size to keep
+    requested_at REAL NOT NULL,       -- wall clock
+    requested_by TEXT NOT NULL DEFAULT '',
+    applied_at REAL,                  -- wall clock, NULL until the daemon applies it
+    outcome TEXT
+);
 """
 
 
@@ -63,6 +74,22 @@ class InstanceRecord:
     state: LifecycleState
     ended_at: float | None = None
     end_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    """An operator's command to the daemon (``wire-daemon pause`` ...), as the state file keeps it."""
+
+    seq: int
+    command: str
+    count: int | None
+    requested_at: float
+    requested_by: str
+    applied_at: float | None = None
+    outcome: str | None = None
+
+
+CONTROL_COMMANDS = ("pause", "resume", "hold", "drain-all", "terminate-all")
 
 
 @dataclass(frozen=True)
@@ -220,6 +247,38 @@ class StateStore:
     def decisions(self, since: float = float("-inf")) -> Iterator[dict[str, Any]]:
         for (text,) in self._db.execute("SELECT record FROM decisions WHERE time >= ? ORDER BY seq", (since,)):
             yield json.loads(text)
+
+    # -- the operator's controls ---------------------------------------------------
+
+    def request_control(self, command: str, count: int | None = None, by: str = "", now: float | None = None) -> int:
+        """Queue a command for the daemon; it applies the pending ones in order at its next look."""
+        if command not in CONTROL_COMMANDS:
+            raise ValueError(f"unknown control command {command!r}")
+        with self._transaction():
+            cursor = self._db.execute(
+                "INSERT INTO controls (command, count, requested_at, requested_by) VALUES (?, ?, ?, ?)",
+                (command, count, _now(now), by),
+            )
+        return int(cursor.lastrowid or 0)
+
+    def pending_controls(self) -> list[ControlRequest]:
+        rows = self._db.execute(f"SELECT {_CONTROL_COLUMNS} FROM controls WHERE applied_at IS NULL ORDER BY seq")
+        return [ControlRequest(*row) for row in rows]
+
+    def has_pending_controls(self) -> bool:
+        return self._db.execute("SELECT 1 FROM controls WHERE applied_at IS NULL LIMIT 1").fetchone() is not None
+
+    def mark_control_applied(self, seq: int, outcome: str, now: float | None = None) -> None:
+        with self._transaction():
+            self._db.execute("UPDATE controls SET applied_at = ?, outcome = ? WHERE seq = ?", (_now(now), outcome, seq))
+
+    def controls(self, last: int = 20) -> list[ControlRequest]:
+        """The latest ``last`` control requests, oldest first, applied or not."""
+        rows = self._db.execute(f"SELECT {_CONTROL_COLUMNS} FROM controls ORDER BY seq DESC LIMIT ?", (last,))
+        return [ControlRequest(*row) for row in reversed(list(rows))]
+
+
+_CONTROL_COLUMNS = "seq, command, count, requested_at, requested_by, applied_at, outcome"
 
 
 # Schema 1 kept the cloud's word (pending, running, ...) or 'terminated'.

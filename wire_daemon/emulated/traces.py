@@ -49,7 +49,11 @@ Decisions (ours, see DESIGN.md "Ambiguities ... are ours to decide"):
   which tells traces apart better than the trace's own ``name`` field.
 
 Every problem raises ``WorkflowError`` naming the file and, where there is
-one, the task.
+one, the task: also a document nested too deeply for Python to walk, an
+integer of more than 4,300 digits, and numbers that cannot be true (a runtime
+that is negative, not finite or beyond ``_MAX_SECONDS``; a size or memory that
+is negative or beyond an exbibyte, including integers too large for a float).
+Values are quoted in messages shortened (``reprlib``), never in full.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ import json
 import math
 import os
 import re
+import reprlib
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -87,6 +92,10 @@ _AUX_KINDS = (  # longest first where one is a prefix of another
 )
 _LOCAL_KINDS = frozenset({"create_dir", "stage_worker", "register", "cleanup"})
 _MAX_BYTES = 2**60  # 1 EiB: larger sizes are corrupt values, and would overflow int64
+_MAX_SECONDS = 1e12  # ~31,700 years: a longer runtime is a corrupt value
+_SHOW = reprlib.Repr()
+_SHOW.maxstring = _SHOW.maxother = 60
+_SHOW.maxlong = 40
 _TRAILING_NUMBER = re.compile(r"_\d+$")
 _KEEP_OPEN = contextlib.ExitStack()  # keeps an extracted bundled file alive until exit
 atexit.register(_KEEP_OPEN.close)
@@ -95,9 +104,11 @@ atexit.register(_KEEP_OPEN.close)
 def load_trace(path: str | os.PathLike[str]) -> Workflow:
     """Read a WfFormat (1.x) or legacy (0.2) trace, plain or gzip, into a ``Workflow``."""
     source = os.fspath(path)
-    doc = _read_json(source)
-    reader = _Reader(source, doc)
-    specs = reader.task_specs()
+    try:
+        doc = _read_json(source)
+        specs = _Reader(source, doc).task_specs()
+    except RecursionError:  # json and the checks below walk nested values recursively
+        raise WorkflowError(source, "nested too deeply to be a trace") from None
     return build_workflow(_trace_name(source), source, specs)
 
 
@@ -127,6 +138,8 @@ def _read_json(source: str) -> Any:
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise WorkflowError(source, f"not valid JSON: {exc.msg}", where) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise WorkflowError(source, f"not a usable JSON trace: {_value_error(exc)}") from None
 
 
 def _trace_name(source: str) -> str:
@@ -154,7 +167,7 @@ class _Reader:
             return self._flat(workflow)
         version = self.doc.get("schemaVersion") if isinstance(self.doc, dict) else None
         raise self.fail(
-            f"unknown trace layout (schemaVersion {version!r}): expected "
+            f"unknown trace layout (schemaVersion {_show(version)}): expected "
             "workflow.specification (WfFormat 1.5+) or workflow.tasks / workflow.jobs"
         )
 
@@ -170,7 +183,7 @@ class _Reader:
         parents = self._parent_sets(tasks, ids, {i: i for i in ids})
         unknown = records.keys() - set(ids)
         if unknown:
-            raise self.fail(f"execution record for unknown task {min(unknown)!r}")
+            raise self.fail(f"execution record for unknown task {_show(min(unknown))}")
         return [
             self._spec15(task, task_id, parents[task_id], records.get(task_id), sizes)
             for task, task_id in zip(tasks, ids)
@@ -185,9 +198,9 @@ class _Reader:
         sizes: dict[str, int],
     ) -> TaskSpec:
         if record is None:
-            raise self.fail(f"task {task_id!r} has no execution record, so no runtime")
+            raise self.fail(f"task {_show(task_id)} has no execution record, so no runtime")
         if "runtimeInSeconds" not in record:
-            raise self.fail(f"task {task_id!r} has no runtimeInSeconds")
+            raise self.fail(f"task {_show(task_id)} has no runtimeInSeconds")
         return TaskSpec(
             task_id=task_id,
             transformation=_program(record) or _id_prefix(task_id),
@@ -210,17 +223,17 @@ class _Reader:
         for i, record in enumerate(records):
             task_id = self._entry_id(record, i, ("id",), what="execution record")
             if task_id in by_id:
-                raise self.fail(f"task {task_id!r} has two execution records")
+                raise self.fail(f"task {_show(task_id)} has two execution records")
             by_id[task_id] = record
         return by_id
 
     def _sum_files(self, file_ids: Any, sizes: dict[str, int], task_id: str) -> int:
-        if not isinstance(file_ids, list):
-            raise self.fail(f"task {task_id!r}: file list is not a list")
+        if not isinstance(file_ids, list) or not all(isinstance(f, str) for f in file_ids):
+            raise self.fail(f"task {_show(task_id)}: file list is not a list of file ids")
         unique = dict.fromkeys(file_ids)  # a file listed twice is read once
         unknown = [f for f in unique if f not in sizes]
         if unknown:
-            raise self.fail(f"task {task_id!r} names unknown file {unknown[0]!r}")
+            raise self.fail(f"task {_show(task_id)} names unknown file {_show(unknown[0])}")
         return self._total((sizes[f] for f in unique), task_id)
 
     # --- flat layouts (WfFormat 1.0-1.4, legacy 0.2) -------------------------
@@ -240,7 +253,7 @@ class _Reader:
     def _spec_flat(self, task: dict[str, Any], name: str, parents: Iterable[str]) -> TaskSpec:
         runtime_key = "runtimeInSeconds" if "runtimeInSeconds" in task else "runtime"
         if runtime_key not in task:
-            raise self.fail(f"task {name!r} has no runtime")
+            raise self.fail(f"task {_show(name)} has no runtime")
         compute = task.get("type", "compute") == "compute"
         inputs, outputs = self._flat_file_bytes(task, name)
         return TaskSpec(
@@ -256,9 +269,10 @@ class _Reader:
 
     def _flat_file_bytes(self, task: dict[str, Any], name: str) -> tuple[int, int]:
         seen: dict[tuple[str, bool], int] = {}
-        for i, entry in enumerate(self._list(task.get("files") or [], f"files of task {name!r}")):
-            file_id = self._entry_id(entry, i, ("name", "id"), what=f"file of task {name!r}")
-            is_input = str(entry.get("link", "")).lower() == "input"
+        for i, entry in enumerate(self._list(task.get("files") or [], f"files of task {_show(name)}")):
+            file_id = self._entry_id(entry, i, ("name", "id"), what=f"file of task {_show(name)}")
+            link = entry.get("link")
+            is_input = isinstance(link, str) and link.lower() == "input"
             seen[(file_id, is_input)] = self._bytes(entry, file_id, name)
         inputs = self._total((size for (_, is_in), size in seen.items() if is_in), name)
         outputs = self._total((size for (_, is_in), size in seen.items() if not is_in), name)
@@ -277,14 +291,14 @@ class _Reader:
                 parents[task_id][aliases.get(ref, ref)] = None
             for ref in self._refs(task, "children", task_id):
                 if ref not in aliases:
-                    raise self.fail(f"task {task_id!r} names unknown child {ref!r}")
+                    raise self.fail(f"task {_show(task_id)} names unknown child {_show(ref)}")
                 parents[aliases[ref]][task_id] = None
         return parents
 
     def _refs(self, task: dict[str, Any], key: str, task_id: str) -> list[str]:
         refs = task.get(key) or []
         if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
-            raise self.fail(f"task {task_id!r}: {key} is not a list of task ids")
+            raise self.fail(f"task {_show(task_id)}: {key} is not a list of task ids")
         return refs
 
     def _entry_id(self, entry: Any, index: int, keys: tuple[str, ...], what: str = "task") -> str:
@@ -297,22 +311,22 @@ class _Reader:
 
     def _seconds(self, value: Any, task_id: str) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(f"task {task_id!r}: runtime {value!r} is not a number")
-        if not _non_negative(value):
-            raise self.fail(f"task {task_id!r}: runtime {value!r} is negative or not finite")
+            raise self.fail(f"task {_show(task_id)}: runtime {_show(value)} is not a number")
+        if not _non_negative(value) or value > _MAX_SECONDS:
+            raise self.fail(f"task {_show(task_id)}: runtime {_show(value)} is negative, not finite or absurdly long")
         return float(value)
 
     def _bytes(self, entry: dict[str, Any], file_id: str, task_id: str | None) -> int:
         value = entry.get("sizeInBytes", entry.get("size"))
         if not _non_negative(value) or value > _MAX_BYTES:
-            owner = f"task {task_id!r}: " if task_id else ""
-            raise self.fail(f"{owner}file {file_id!r} has no valid size ({value!r})")
+            owner = f"task {_show(task_id)}: " if task_id else ""
+            raise self.fail(f"{owner}file {_show(file_id)} has no valid size ({_show(value)})")
         return int(value)
 
     def _total(self, sizes: Iterable[int], task_id: str) -> int:
         total = sum(sizes)
         if total > _MAX_BYTES:  # keeps the int64 columns of Workflow from overflowing
-            raise self.fail(f"task {task_id!r}: file sizes add up to an absurd {total} bytes")
+            raise self.fail(f"task {_show(task_id)}: file sizes add up to an absurd {total} bytes")
         return total
 
     def _memory(self, record: dict[str, Any], task_id: str) -> int:
@@ -323,7 +337,7 @@ class _Reader:
         else:
             return 0
         if not _non_negative(value) or value * scale > _MAX_BYTES:
-            raise self.fail(f"task {task_id!r}: memory {value!r} is not a size")
+            raise self.fail(f"task {_show(task_id)}: memory {_show(value)} is not a size")
         return int(value * scale)
 
     def _dict(self, value: Any, where: str) -> dict[str, Any]:
@@ -341,8 +355,24 @@ class _Reader:
 
 
 def _non_negative(value: Any) -> TypeGuard[float]:
-    """A finite number >= 0 (JSON bools are ints to Python; NaN parses from real files)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    """A finite number >= 0 (JSON bools are ints to Python; NaN parses from real files; an int is
+    finite however large, though ``math.isfinite`` cannot take one too large for a float)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    return isinstance(value, float) and math.isfinite(value) and value >= 0
+
+
+def _show(value: Any) -> str:
+    """A value for a message: shortened, and safe however deep or long it is."""
+    return _SHOW.repr(value)
+
+
+def _value_error(exc: ValueError) -> str:
+    if "integer string conversion" in str(exc):
+        return "an integer of more than 4,300 digits"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _program(record: dict[str, Any]) -> str | None:

@@ -18,7 +18,14 @@ import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Lifecycle, LifecycleState
-from wire_daemon.core.journal import InstanceReleased, InstancesLaunched, InstancesTerminated, Journal, Notice
+from wire_daemon.core.journal import (
+    InstanceReleased,
+    InstancesLaunched,
+    InstancesTerminated,
+    Journal,
+    Notice,
+    TasksBoosted,
+)
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.ports import Cloud, CondorControl, Observations
 from wire_daemon.ports.policy import PlanResult, ScalingPolicy
@@ -49,6 +56,11 @@ class DecisionRecord:
     decision_s: float = 0.0
     cost_units: int | None = None  # set by the service, which knows the bill
     notices: list[Notice] = field(default_factory=list)  # what the cloud, the guard and the monitor said
+    # Policies that estimate the whole run (target-slowdown): the estimated
+    # makespan and the units still to pay at the chosen size and one instance
+    # either side, and the full pool's estimated makespan. Empty / None otherwise.
+    estimates: list[dict[str, float | int]] = field(default_factory=list)
+    full_pool_makespan_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The decisions-log line; notices become their one-line texts."""
@@ -56,6 +68,10 @@ class DecisionRecord:
         del record["notices"]
         if self.cost_units is None:
             del record["cost_units"]
+        if not self.estimates:  # a policy without estimates logs the lines it always did
+            del record["estimates"]
+        if self.full_pool_makespan_s is None:
+            del record["full_pool_makespan_s"]
         return record | {"notes": [n.line for n in self.notices]}
 
 
@@ -73,16 +89,22 @@ class PriorityBoost:
         self.priority_of = np.zeros(state.workflow.n_tasks, dtype=np.int64)
         self.used = np.zeros(len(state.workflow.stages), dtype=np.int64)
 
-    def apply(self, state: RunState, condor: CondorControl) -> int:
+    def apply(self, state: RunState, condor: CondorControl) -> list[str]:
+        """Boost the tasks whose turn it is; their ids."""
         if self.first_n <= 0:
-            return 0
-        boosted = 0
+            return []
+        boosted = []
         for task in self._to_boost(state).tolist():
-            condor.set_job_priority(state.workflow.task_ids[task], self.priority)
-            self.priority_of[task] = self.priority
-            self.used[state.workflow.stage_of[task]] += 1
-            boosted += 1
+            task_id = state.workflow.task_ids[task]
+            condor.set_job_priority(task_id, self.priority)
+            self.mark(state, task, self.priority)
+            boosted.append(task_id)
         return boosted
+
+    def mark(self, state: RunState, task: int, priority: int) -> None:
+        """``task`` has its boost (now, or before a restart or a rebuilt DAG): it counts for its stage."""
+        self.priority_of[task] = priority
+        self.used[state.workflow.stage_of[task]] += 1
 
     def _to_boost(self, state: RunState) -> np.ndarray:
         """The first ``first_n - used`` unboosted idle tasks of each stage, in queue order.
@@ -162,7 +184,9 @@ class MapeLoop:
             self._release(now, instance_id, decision.release_at.get(instance_id, now))
         self.release_due(now)
         boosted = self.boost.apply(self.state, self.condor)
-        return self._record(now, plan, len(instances), launched, boosted, decision_s)
+        if boosted:
+            self.journal.publish(TasksBoosted(now, tuple(boosted), self.boost.priority))
+        return self._record(now, plan, len(instances), launched, len(boosted), decision_s)
 
     def next_release(self) -> float | None:
         return min(self.pending_releases.values(), default=None)
@@ -226,4 +250,6 @@ class MapeLoop:
             prediction_policies=plan.policy_counts,
             boosted=boosted,
             decision_s=decision_s,
+            estimates=[e.to_json() for e in plan.estimates],
+            full_pool_makespan_s=None if plan.full_pool_makespan_s is None else round(plan.full_pool_makespan_s, 1),
         )

@@ -3,9 +3,11 @@
 * ``dag`` -- the DAGMan ``.dag`` (nodes, edges, retries, sub-DAGs, splices, rescue DAGs);
 * ``submit_file`` -- a node's ``.sub``; ``submit_dir`` -- the ``Workflow`` of a submit dir;
 * ``abstract_wf`` -- input sizes from the Pegasus abstract workflow and replica catalogs;
-* ``eventlog`` / ``eventtime`` -- the job event log through htcondor2; ``eventmap`` -- its
+* ``eventlog`` / ``eventtime`` -- the job event log through htcondor2; ``eventscreen`` -- what
+  htcondor2 may see of it; ``eventparse`` -- htcondor2 in a worker process; ``eventmap`` -- its
   events as ``TaskEvent``s (``EventLogFollower``);
 * ``kickstart`` -- pegasus-kickstart records; ``jobstate`` -- jobstate.log; ``braindump``;
+  ``yamlio`` -- YAML with a shape check before the C loader;
 * ``hosts`` -- execute host / kickstart address -> instance id;
 * ``position`` -- read positions that survive restarts; ``problems`` -- one-line warnings;
 * ``run_state`` -- the task states the loop keeps, fed by the task events;

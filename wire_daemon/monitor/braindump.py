@@ -5,7 +5,9 @@ The braindump names the workflow (``wf_uuid``, ``root_wf_uuid``,
 ``condor_log``, ``jsd`` = jobstate.log, ``dax`` = the abstract workflow) and
 where it was planned (``submit_dir``, an absolute path on the planning host).
 A braindump that cannot be read raises ``InputError`` naming the file (and the
-line, for YAML errors); a missing key is ``None``.
+line, for YAML errors: a document nested too deeply or whose aliases expand it
+is one, see ``yamlio``); a missing key is ``None``, and so is a value that is
+not a single string or number (a list or a mapping where a path belongs).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ class Braindump:
 
     def _get(self, key: str) -> str | None:
         value = self.values.get(key)
-        return None if value is None else str(value)
+        if value is None or isinstance(value, (dict, list, set, tuple)):
+            return None
+        return str(value)
 
     @property
     def wf_uuid(self) -> str | None:

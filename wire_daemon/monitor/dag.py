@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from wire_daemon.core.errors import InputError
-from wire_daemon.monitor.problems import Problems
+from wire_daemon.monitor.problems import Limited, Problems
 
 ALL_NODES = "ALL_NODES"
 _NODE_KEYWORDS = {
@@ -154,7 +154,8 @@ class DagFile:
 
 def parse_dag(path: str | os.PathLike[str], problems: Problems | None = None, expand_splices: bool = True) -> DagFile:
     """Parse one DAG file; see the module docstring for what raises and what warns."""
-    return _Parser(os.fspath(path), problems or Problems(), expand_splices, ()).parse()
+    with Limited(problems or Problems()) as limited:  # a file of a million bad lines: 100 warnings and a count
+        return _Parser(os.fspath(path), limited, expand_splices, ()).parse()
 
 
 def rescue_dags(dag_path: str | os.PathLike[str]) -> list[Path]:
@@ -581,10 +582,12 @@ def _unquote(text: str) -> str:
 
 
 def _int_at(tokens: list[str], i: int) -> int | None:
+    """An integer DAGMan can hold (32 bits); None for anything else, an over-long one included."""
     try:
-        return int(tokens[i])
+        value = int(tokens[i])
     except (IndexError, ValueError):
         return None
+    return value if -(2**31) <= value < 2**31 else None
 
 
 # -- cycles -----------------------------------------------------------------------

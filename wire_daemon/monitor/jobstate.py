@@ -9,7 +9,10 @@ job id. Workflow-level lines have the job ``INTERNAL`` and the state between
 The reader follows the file like the event-log reader (``position.py``): only
 complete lines are read, a half-written last line waits for the next call, a
 replaced or truncated file is read again from the start with a warning, and a
-line that cannot be read gives one warning naming file:line.
+line that cannot be read gives one warning naming file:line. So does a line
+whose time is not a finite number of seconds between the epoch and the year
+9999 (NaN, inf, negative), or whose exit code does not fit in 32 bits: it is
+skipped, since a time that cannot be would corrupt every duration built on it.
 
 ``JobstateMapper`` turns lines into ``TaskEvent``s, for submit dirs that have
 no job event log (the fixtures): SUBMIT -> SUBMITTED, EXECUTE -> STARTED (no
@@ -23,6 +26,7 @@ Times have one-second resolution.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,9 +34,11 @@ from typing import Any
 
 from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.monitor.position import AppendedReader, ReadPosition
-from wire_daemon.monitor.problems import Problems
+from wire_daemon.monitor.problems import Limited, Problems
 
 INTERNAL = "INTERNAL"
+MAX_TIME = 253402300799.0  # 9999-12-31 23:59:59 UTC
+_MAX_INT32 = 2**31 - 1
 _SIMPLE = {
     "SUBMIT": EventKind.SUBMITTED,
     "EXECUTE": EventKind.STARTED,
@@ -62,8 +68,12 @@ class JobstateLine:
         return self.job == INTERNAL
 
 
+class JobstateLineError(ValueError):
+    """A jobstate line with a value that cannot be (a time that is not finite, an exit code beyond 32 bits)."""
+
+
 def parse_jobstate_line(text: str, line: int = 0) -> JobstateLine | None:
-    """One line, or None when it is not a jobstate line."""
+    """One line, or None when it is not a jobstate line; ``JobstateLineError`` when it is one that cannot be."""
     words = text.split()
     if len(words) < 3:
         return None
@@ -71,12 +81,16 @@ def parse_jobstate_line(text: str, line: int = 0) -> JobstateLine | None:
         when = float(words[0])
     except ValueError:
         return None
+    if not (math.isfinite(when) and 0 <= when <= MAX_TIME):
+        raise JobstateLineError(f"time {words[0][:40]!r} is not a time between the epoch and the year 9999")
     if words[1] == INTERNAL:
         inner = [w for w in words[2:] if w != "***"]
         return JobstateLine(when, INTERNAL, inner[0], line=line) if inner else None
     state = words[2]
     fourth = words[3] if len(words) > 3 else None
     code = _int(fourth) if state.endswith(("_SUCCESS", "_FAILURE")) else None
+    if code is not None and abs(code) > _MAX_INT32:
+        raise JobstateLineError(f"exit code {str(fourth)[:40]!r} does not fit in 32 bits")
     return JobstateLine(
         time=when,
         job=words[1],
@@ -85,7 +99,7 @@ def parse_jobstate_line(text: str, line: int = 0) -> JobstateLine | None:
         exit_code=code,
         site=_dash(words, 4),
         remote_id=_dash(words, 5),
-        submit_seq=_int(_dash(words, 6)),
+        submit_seq=_seq(_dash(words, 6)),
         line=line,
     )
 
@@ -114,14 +128,19 @@ class JobstateReader:
         out: list[JobstateLine] = []
         first = chunk.start.line + 1
         text = chunk.data[:complete].decode("utf-8", errors="replace")
-        for number, raw in enumerate(text.splitlines(), first):
-            if not raw.strip():
-                continue
-            parsed = parse_jobstate_line(raw, number)
-            if parsed is None:
-                self.problems.warn(self.path, f"not a jobstate line: {raw[:60]!r}; skipped", number)
-            else:
-                out.append(parsed)
+        with Limited(self.problems) as warn:  # a million bad lines: a hundred warnings and a count
+            for number, raw in enumerate(text.splitlines(), first):
+                if not raw.strip():
+                    continue
+                try:
+                    parsed = parse_jobstate_line(raw, number)
+                except JobstateLineError as exc:
+                    warn.warn(self.path, f"jobstate line skipped: {exc}", number)
+                    continue
+                if parsed is None:
+                    warn.warn(self.path, f"not a jobstate line: {raw[:60]!r}; skipped", number)
+                else:
+                    out.append(parsed)
         self._bytes.commit(chunk, complete)
         return out
 
@@ -161,6 +180,11 @@ class JobstateMapper:
         return TaskEvent(line.time, kind, line.job) if kind is not None else None
 
 
+def _seq(text: str | None) -> int | None:
+    number = _int(text)
+    return number if number is not None and abs(number) <= _MAX_INT32 else None
+
+
 def _dash(words: list[str], i: int) -> str | None:
     if i >= len(words) or words[i] == "-":
         return None
@@ -172,5 +196,5 @@ def _int(text: str | None) -> int | None:
         return None
     try:
         return int(text)
-    except ValueError:
+    except ValueError:  # includes an integer of more than 4,300 digits
         return None

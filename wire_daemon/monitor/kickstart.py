@@ -32,6 +32,12 @@ Decisions (ours):
   worker's clock, which may be skewed against the submit host: use the
   durations, not the start times, against event-log times.
 
+Values are checked where they are read: a duration or CPU time that is
+negative or not finite, a start time that is not finite, a memory size or file
+size that is negative or beyond an exbibyte, an exit code or signal beyond 32
+bits each give one warning naming the file and the record's line, and the
+record goes on without that value (``None``).
+
 Garbage (not YAML, not XML, no record) gives one warning naming the file and
 ``None``; a bad part among good ones gives a warning naming the line and the
 good records. Nothing raises past ``read_kickstart``.
@@ -39,22 +45,27 @@ good records. Nothing raises past ``read_kickstart``.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import InputError
-from wire_daemon.monitor.problems import Problems
+from wire_daemon.monitor.problems import Limited, Problems
 from wire_daemon.monitor.yamlio import documents, load_yaml_text
 
 _SUMMARY = re.compile(r"^\[(cluster-summary|seqexec-summary|cluster-task)\s+(.*)\]\s*$")
 _PAIR = re.compile(r'([\w-]+)=("(?:[^"\\]|\\.)*"|[^,\s\]]*)')
-_XML_RECORD = re.compile(r"<invocation\b.*?</invocation\s*>", re.DOTALL)
+_XML_OPEN = re.compile(r"<invocation\b")
+_XML_CLOSE = re.compile(r"</invocation\s*>")
 _KIB = 1024
+_MAX_BYTES = 1 << 60  # sizes beyond an exbibyte are corrupt values
+_MAX_INT32 = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -143,11 +154,12 @@ def read_kickstart(path: str | os.PathLike[str], problems: Problems | None = Non
     except OSError as exc:
         problems.warn(source, f"cannot read the kickstart record ({exc.strerror or exc})")
         return None
-    try:
-        return parse_kickstart(data.decode("utf-8", errors="replace"), source, problems)
-    except Exception as exc:  # the promise: nothing escapes the reader
-        problems.warn(source, f"kickstart record unreadable ({type(exc).__name__}: {exc})")
-        return None
+    with Limited(problems) as limited:  # a record of a million bad parts: 100 warnings and a count
+        try:
+            return parse_kickstart(data.decode("utf-8", errors="replace"), source, limited)
+        except Exception as exc:  # the promise: nothing escapes the reader
+            limited.warn(source, f"kickstart record unreadable ({type(exc).__name__}: {exc})")
+            return None
 
 
 def parse_kickstart(text: str, source: str, problems: Problems) -> KickstartOutput | None:
@@ -208,7 +220,7 @@ def _yaml_records(text: str, source: str, problems: Problems) -> list[KickstartR
         items = data if isinstance(data, list) else [data]
         for item in items:
             if isinstance(item, dict) and "invocation" in item:
-                records.append(_yaml_record(item, source, first_line))
+                records.append(_checked(_yaml_record(item, source, first_line), problems))
     return records
 
 
@@ -216,7 +228,7 @@ def _yaml_record(item: dict[str, Any], source: str, line: int) -> KickstartRecor
     main = _dict(item.get("mainjob"))
     usage = _dict(main.get("usage"))
     status, code, signal, raw = _yaml_status(_dict(main.get("status")))
-    system = str(_dict(item.get("machine")).get("uname_system", "linux"))
+    system = _text(_dict(item.get("machine")).get("uname_system")) or "linux"
     return KickstartRecord(
         source=source,
         format="yaml",
@@ -276,17 +288,36 @@ def _xml_records(text: str, source: str, problems: Problems) -> list[KickstartRe
         problems.warn(source, "XML with a DOCTYPE/ENTITY declaration refused (kickstart never writes one)")
         return []
     records = []
-    for match in _XML_RECORD.finditer(text):
-        line = text.count("\n", 0, match.start()) + 1
+    line, counted = 1, 0
+    for start, end in _xml_spans(text):
+        line += text.count("\n", counted, start)  # counted as we go: one pass over the text
+        counted = start
         try:
-            element = ET.fromstring(match.group(0))
+            element = ET.fromstring(text[start:end])
         except ET.ParseError as exc:
             problems.warn(source, f"invocation record skipped: bad XML ({exc})", line)
             continue
-        records.append(_xml_record(element, source, line))
+        records.append(_checked(_xml_record(element, source, line), problems))
     if not records and "<invocation" in text:
         problems.warn(source, "unterminated <invocation> record", text.count("\n", 0, text.find("<invocation")) + 1)
     return records
+
+
+def _xml_spans(text: str) -> Iterator[tuple[int, int]]:
+    """``<invocation ...> ... </invocation>`` stretches, each from an opening tag to the next closing one.
+
+    One pass over the text (a lazy regex from every opening tag would rescan the rest of the
+    text for each of them: quadratic on a file of unclosed tags)."""
+    position = 0
+    while True:
+        opening = _XML_OPEN.search(text, position)
+        if opening is None:
+            return
+        closing = _XML_CLOSE.search(text, opening.end())
+        if closing is None:
+            return
+        yield opening.start(), closing.end()
+        position = closing.end()
 
 
 def _xml_record(root: ET.Element, source: str, line: int) -> KickstartRecord:
@@ -386,27 +417,29 @@ def _decode_raw(raw: int | None) -> tuple[str, int | None, int | None, int | Non
 
 def _maxrss(value: Any, system: str) -> int | None:
     number = _int(value)
-    if number is None or number < 0:
+    if number is None:
         return None
     return number if system.lower() == "darwin" else number * _KIB
 
 
 def _time(value: Any) -> float | None:
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, str):
             return datetime.fromisoformat(value).timestamp()
-        except ValueError:
-            return None
+    except (ValueError, OverflowError, OSError):
+        return None
     return None
 
 
 def _float(value: Any) -> float | None:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or value is None:
         return None
     try:
         return float(value)
+    except OverflowError:  # an int too large for a float: _checked reports it
+        return math.inf
     except (TypeError, ValueError):
         return None
 
@@ -416,15 +449,62 @@ def _int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
+    if not isinstance(value, (str, float)):
+        return None
     try:
         return int(str(value).strip())
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # includes an integer of more than 4,300 digits
         return None
 
 
 def _text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
+    if value in (None, "") or isinstance(value, (dict, list)):
+        return None
+    return str(value)
 
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+# -- checks -----------------------------------------------------------------------------
+
+_DURATIONS = ("duration", "main_duration", "utime_s", "stime_s")
+_TIMES = ("start", "main_start")
+_CODES = ("exit_code", "signal", "raw_status")
+
+
+def _checked(record: KickstartRecord, problems: Problems) -> KickstartRecord:
+    """The record without the values that cannot be true, each dropped with one warning."""
+    bad: dict[str, Any] = {}
+    for name in _DURATIONS:
+        value = getattr(record, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            bad[name] = value
+    for name in _TIMES:
+        value = getattr(record, name)
+        if value is not None and not math.isfinite(value):
+            bad[name] = value
+    for name in _CODES:
+        value = getattr(record, name)
+        if value is not None and abs(value) > _MAX_INT32:
+            bad[name] = value
+    if record.maxrss_bytes is not None and not 0 <= record.maxrss_bytes <= _MAX_BYTES:
+        bad["maxrss_bytes"] = record.maxrss_bytes
+    files = record.files
+    if any(f.size is not None and not 0 <= f.size <= _MAX_BYTES for f in files):
+        bad["file size"] = next(f.size for f in files if f.size is not None and not 0 <= f.size <= _MAX_BYTES)
+        files = tuple(
+            replace(f, size=None) if f.size is not None and not 0 <= f.size <= _MAX_BYTES else f for f in files
+        )
+    if not bad:
+        return record
+    for name, value in bad.items():
+        problems.warn(record.source, f"kickstart {name} {_show(value)} cannot be; ignored", record.line)
+    changes: dict[str, Any] = {name: None for name in bad if not name.startswith("size of ")}
+    return replace(record, files=files, **changes)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"

@@ -20,9 +20,12 @@ Choices, written down:
   daemon re-reads each live workflow's files and rebuilds its RunState from
   them: the files are the source of truth, and no saved state can disagree
   with them. Reading costs about 32 µs per event (docs/results/performance.md).
-* **Labels.** Each workflow's tasks and stages are prefixed with a label: its
-  Pegasus workflow label and a counter (``montage-1``), unique for the
-  daemon's life.
+* **Labels.** Each workflow's tasks and stages are prefixed with a label: the
+  workflow's own name, as ``inspect`` and Pegasus's tools show it (the
+  ``.dag`` file's name: ``montage-0`` for a first planning of ``montage``).
+  A label is unique for the daemon's life: a name seen before (a rescue run
+  of the same directory, another submit dir with the same DAG name) gets
+  ``.2``, ``.3``... appended.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ class SubmitHostObservations:
         self.tracked: dict[str, TrackedWorkflow] = {}
         self.workflow: Workflow = combine_workflows([])
         self._new: list[TaskEvent] = []
-        self._labels = 0
+        self._labels: set[str] = set()
 
     @property
     def problems(self) -> Problems:
@@ -123,10 +126,13 @@ class SubmitHostObservations:
         return None
 
     def _track(self, monitor: Any) -> TrackedWorkflow:
-        self._labels += 1
         braindump = monitor.submit_dir.braindump
-        name = (braindump.dax_label or braindump.wf_name if braindump is not None else None) or monitor.workflow.name
-        label = f"{_LABEL_CHARS.sub('_', name) or 'workflow'}-{self._labels}"
+        name = _LABEL_CHARS.sub("_", monitor.workflow.name) or "workflow"
+        label, n = name, 1
+        while label in self._labels:
+            n += 1
+            label = f"{name}.{n}"
+        self._labels.add(label)
         wf_uuid = braindump.wf_uuid if braindump is not None else None
         return TrackedWorkflow(label, Path(os.fspath(monitor.path)), monitor.workflow, wf_uuid)
 

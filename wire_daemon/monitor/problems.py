@@ -3,11 +3,16 @@
 Readers never raise on a bad record: they report it here and skip or wait.
 Each warning is logged once and kept (up to a bound) so that tests, ``status``
 and ``inspect`` can show what was skipped without scraping the log.
+
+``Limited`` caps what one pass over one file may say: a file of a million bad
+lines gives a hundred warnings and one line counting the rest, not a million
+log lines.
 """
 
 from __future__ import annotations
 
 import logging
+from types import TracebackType
 
 _DEFAULT_LIMIT = 1000
 
@@ -34,6 +39,42 @@ class Problems:
         new = self.messages[self._handed_out :]
         self._handed_out = len(self.messages)
         return new
+
+
+class Limited(Problems):
+    """A ``Problems`` passing warnings on to ``problems``, at most ``limit`` per file; ``finish()`` (or
+    the end of a ``with`` block) then says in one line how many more there were and where the first was."""
+
+    def __init__(self, problems: Problems, limit: int = 100) -> None:
+        super().__init__()
+        self.problems = problems
+        self.limit = limit
+        self._counts: dict[str, int] = {}
+        self._first_hidden: dict[str, str | int | None] = {}
+
+    def warn(self, source: str, message: str, where: str | int | None = None) -> None:
+        count = self._counts.get(source, 0) + 1
+        self._counts[source] = count
+        if count <= self.limit:
+            self.problems.warn(source, message, where)
+        elif count == self.limit + 1:
+            self._first_hidden[source] = where
+
+    def finish(self) -> None:
+        for source, count in self._counts.items():
+            if count > self.limit:
+                hidden = count - self.limit
+                self.problems.warn(source, f"{hidden:,} more warnings like these not shown", self._first_hidden[source])
+        self._counts.clear()
+        self._first_hidden.clear()
+
+    def __enter__(self) -> Limited:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.finish()
 
 
 def format_place(source: str, where: str | int | None = None) -> str:

@@ -265,7 +265,7 @@ def _abstract(root: Path, braindump: Braindump | None, problems: Problems) -> Ab
         return None
     catalogs = [c for c in (root / "catalogs" / "replicas.yml",) if c.is_file()]
     try:
-        return read_abstract_workflow(path, catalogs)
+        return read_abstract_workflow(path, catalogs, problems)
     except InputError as exc:
         problems.warn(exc.source, f"input sizes unknown (taken as 0): {exc.detail}", exc.where)
         return None

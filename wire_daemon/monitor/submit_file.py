@@ -14,6 +14,7 @@ The Pegasus attributes the daemon uses are exposed as properties
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wire_daemon.monitor.problems import Problems
+from wire_daemon.monitor.problems import Limited, Problems
 
 _ATTRIBUTE = re.compile(r"^(?:\+|MY\.)([A-Za-z_][\w.]*)\s*=\s*(.*)$", re.IGNORECASE)
 _COMMAND = re.compile(r"^([A-Za-z_][\w.+-]*)\s*=\s*(.*)$")
@@ -127,6 +128,11 @@ def parse_submit_file(path: str | os.PathLike[str], problems: Problems | None = 
 
 
 def parse_submit_text(text: str, source: str, problems: Problems) -> SubmitFile:
+    with Limited(problems) as limited:  # a file of a million bad lines: 100 warnings and a count
+        return _parse_submit_text(text, source, limited)
+
+
+def _parse_submit_text(text: str, source: str, problems: Problems) -> SubmitFile:
     commands: dict[str, str] = {}
     attributes: dict[str, Any] = {}
     queue: str | None = None
@@ -158,7 +164,9 @@ def expand_macros(text: str, macros: Mapping[str, str]) -> str:
 
 
 def classad_value(text: str) -> Any:
-    """A literal ClassAd value as Python (string, int, float, bool); other expressions as text."""
+    """A literal ClassAd value as Python (string, int, float, bool); other expressions as text.
+
+    Numbers HTCondor could not hold stay text: an integer beyond 64 bits, a real that is not finite."""
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] == '"':
         return _ESCAPE.sub(r"\1", text[1:-1])
@@ -167,11 +175,12 @@ def classad_value(text: str) -> Any:
         return lowered == "true"
     number = _to_int(text)
     if number is not None:
-        return number
+        return number if -(2**63) <= number < 2**63 else text
     try:
-        return float(text)
+        real = float(text)
     except ValueError:
         return text
+    return real if math.isfinite(real) else text
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -195,7 +204,8 @@ def _memory_mib(value: str | None) -> float | None:
     match = _MEMORY.match(value) if value else None
     if not match:
         return None
-    return float(match.group(1)) * _MEMORY_UNITS[match.group(2).upper()]
+    mib = float(match.group(1)) * _MEMORY_UNITS[match.group(2).upper()]
+    return mib if math.isfinite(mib) else None
 
 
 def _to_int(value: str | None) -> int | None:

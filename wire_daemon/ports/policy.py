@@ -42,12 +42,28 @@ class UpcomingLoad:
         return int(self.task.size)
 
 
+@dataclass(frozen=True)
+class SizeEstimate:
+    """What a policy expects of one pool size: when the workflow ends, and what it still pays."""
+
+    size: int  # instances once the decision has taken effect
+    makespan_s: float  # estimated end of the workflow, on the loop's clock
+    cost_units: int  # charging units still to pay from this decision on
+
+    def to_json(self) -> dict[str, float | int]:
+        return {"size": self.size, "makespan_s": round(self.makespan_s, 1), "cost_units": self.cost_units}
+
+
 @dataclass
 class PlanResult:
     decision: SteeringDecision
     upcoming: UpcomingLoad | None = None
     policy_counts: dict[int, int] = field(default_factory=dict)  # prediction policy -> tasks
     prediction: Prediction | None = None  # the per-task predictions the plan used, if any
+    # Policies that estimate the whole run: the chosen size and one instance
+    # either side, and the full pool's estimated makespan (loop clock).
+    estimates: list[SizeEstimate] = field(default_factory=list)
+    full_pool_makespan_s: float | None = None
 
 
 class ScalingPolicy(Protocol):

@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from wire_daemon.analyze.dispatch import DispatchLearner
+from wire_daemon.analyze.distribution import DistributionPredictor
 from wire_daemon.analyze.predictor import OnlinePredictor, OraclePredictor
 from wire_daemon.core.config import PFAConfig, PredictionConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.run_state import RunState
 from wire_daemon.plan.baselines import FullSitePolicy, PureReactivePolicy, ReactiveConservingPolicy
 from wire_daemon.plan.pfa import PFAPolicy
+from wire_daemon.plan.slowdown import SlowdownPolicy
 from wire_daemon.plan.wire import WirePolicy
 from wire_daemon.ports.policy import ScalingPolicy
 
@@ -45,6 +48,12 @@ def _oracle(inputs: PolicyInputs) -> ScalingPolicy:
     return WirePolicy(OraclePredictor(inputs.state.workflow, occupancy, execution), inputs.steering, name="oracle")
 
 
+def _target_slowdown(inputs: PolicyInputs) -> ScalingPolicy:
+    workflow = inputs.state.workflow
+    predictor = DistributionPredictor(workflow, inputs.prediction)
+    return SlowdownPolicy(predictor, DispatchLearner(workflow, inputs.prediction.dispatch_prior_s), inputs.steering)
+
+
 POLICIES: dict[str, Callable[[PolicyInputs], ScalingPolicy]] = {
     "wire": _wire,
     "full-site": lambda i: FullSitePolicy(i.steering),
@@ -52,8 +61,12 @@ POLICIES: dict[str, Callable[[PolicyInputs], ScalingPolicy]] = {
     "reactive-conserving": lambda i: ReactiveConservingPolicy(i.steering),
     "pfa": lambda i: PFAPolicy(i.state.workflow, i.steering, i.pfa),
     "oracle": _oracle,
+    "target-slowdown": _target_slowdown,
 }
 POLICY_NAMES = tuple(POLICIES)
+# What `wire-daemon run` and `replay --policy` use unless told otherwise. `wire`
+# stays the paper's algorithm as written (the reproduction).
+DEFAULT_POLICY = "target-slowdown"
 
 
 def make_policy(name: str, inputs: PolicyInputs) -> ScalingPolicy:

@@ -11,44 +11,56 @@ one it has.
   driver behind ``GuardedCloud``, and HTCondor control (or its logged
   stand-in). It runs until stopped; with no workflow it is an empty DAG, and
   the steering policy lets the pool go as its charging units end.
+
+Both wrap their scaling policy in ``ControlledPolicy`` (``runtime.control``),
+so the operator's pause / hold / drain-all / terminate-all apply to either,
+and both tell the service which workflows they follow (``workflows``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from wire_daemon.core.errors import CloudError
+from wire_daemon.core.events import EventKind
 from wire_daemon.core.instances import Instance, Lifecycle
-from wire_daemon.core.journal import Journal, Notice, cloud_error
-from wire_daemon.core.run_state import RunState
+from wire_daemon.core.journal import Journal, Notice, TasksBoosted, cloud_error
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.store import StateStore
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.condor_control import HTCondorControl, LoggedCondorControl, queued_job_id
 from wire_daemon.execute.guarded_cloud import GuardedCloud
 from wire_daemon.loop.mape import MapeLoop
+from wire_daemon.monitor.combine import split_task_id
 from wire_daemon.monitor.hosts import HostMap
-from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations
+from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations, TrackedWorkflow
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
 from wire_daemon.ports import Cloud
 from wire_daemon.runtime.builders import build_condor_control, build_driver
+from wire_daemon.runtime.control import ControlledPolicy, PoolControl
 from wire_daemon.runtime.policies import PolicyInputs, make_policy
 from wire_daemon.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], None]
+FINISHED_KEPT = 20  # finished workflows that status still lists
 
 
 class Runtime(Protocol):
     loop: MapeLoop
     speedup: float  # virtual seconds per wall second (1 on a real site)
+    control: PoolControl  # the operator's mode, applied by the ControlledPolicy around the scaling policy
+    virtual_clock: bool  # the loop's clock is virtual time (the emulated site), not the wall clock
 
     def now(self) -> float: ...
 
@@ -72,6 +84,9 @@ class Runtime(Protocol):
     def reconfigure(self, settings: Settings) -> None:
         """Apply reloaded settings (steering; safety on a real cloud) to the running loop."""
 
+    def workflows(self) -> list[dict[str, Any]]:
+        """The workflows followed now and lately: name, submit dir, state, tasks done of all."""
+
 
 def _apply_steering(loop: MapeLoop, settings: Settings) -> None:
     loop.steering = settings.steering
@@ -85,18 +100,27 @@ class EmulatedRuntime:
     the world instead of letting it run ahead unobserved.
     """
 
+    virtual_clock = True
+
     def __init__(self, settings: Settings, journal: Journal, sleep: Sleep = time.sleep) -> None:
         s = settings
-        trace = Path(s.site.trace) if s.site.trace else bundled_trace_path()
-        workflow = load_trace(trace)
+        self.trace = Path(s.site.trace) if s.site.trace else bundled_trace_path()
+        workflow = load_trace(self.trace)
         self.site = EmulatedSite(workflow, s.emulation, s.steering.slots_per_instance, s.steering.billing)
         self.speedup = s.site.speedup
         self.sleep = sleep
+        self.control = PoolControl()
         state = RunState(workflow)
         site = self.site
         truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
-        policy = make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa, truth))
-        self.loop = MapeLoop(state, site, site, site, policy, s.steering, journal=journal)
+        lifecycle = Lifecycle()
+        policy = ControlledPolicy(
+            make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa, truth)),
+            self.control,
+            lifecycle,
+            s.steering,
+        )
+        self.loop = MapeLoop(state, site, site, site, policy, s.steering, journal=journal, lifecycle=lifecycle)
 
     def now(self) -> float:
         return self.site.now()
@@ -129,11 +153,25 @@ class EmulatedRuntime:
     def reconfigure(self, settings: Settings) -> None:
         _apply_steering(self.loop, settings)
 
+    def workflows(self) -> list[dict[str, Any]]:
+        state = self.loop.state
+        return [
+            {
+                "name": state.workflow.name,
+                "submit_dir": None,
+                "trace": str(self.trace),
+                "state": "finished" if self.site.finished else "running",
+                "tasks": state.workflow.n_tasks,
+                "done": self.site.n_done if self.site.finished else state.n_done(),
+            }
+        ]
+
 
 class SubmitHostRuntime:
     """A real submit host: the workflows under ``site.submit_root``, a cloud, HTCondor."""
 
     speedup = 1.0
+    virtual_clock = False
 
     def __init__(
         self,
@@ -149,8 +187,12 @@ class SubmitHostRuntime:
         self.journal = journal
         # One lifecycle for every loop this runtime builds, persisted in the state file.
         self.lifecycle = Lifecycle(((r.instance_id, r.state) for r in store.instances()), on_move=store.set_lifecycle)
+        self.boosts = BoostLedger(store)
+        journal.subscribe(self.boosts)
         self.sleep = sleep
         self.clock = clock
+        self.control = PoolControl()
+        self.finished_workflows: list[dict[str, Any]] = []  # newest last, at most FINISHED_KEPT
         self.hosts = HostMap(r for r in store.instances(live_only=False) if r.address)  # type: ignore[misc]
         root = SubmitRootMonitor(
             settings.site.submit_root,
@@ -160,7 +202,7 @@ class SubmitHostRuntime:
             clock=clock,
         )
         self.observations = SubmitHostObservations(root)
-        self.control = self._condor_control()
+        self.condor = self._condor_control()
         self.cloud = self._guarded_cloud(driver or build_driver(settings, store.daemon_id()))
         self._reconcile()
         self.loop = self._new_loop(previous=None)
@@ -173,7 +215,7 @@ class SubmitHostRuntime:
         return build_condor_control(self.settings, self._job_id_of)
 
     def _guarded_cloud(self, driver: Cloud) -> GuardedCloud:
-        real = self.control if isinstance(self.control, HTCondorControl) else None
+        real = self.condor if isinstance(self.condor, HTCondorControl) else None
         return GuardedCloud(
             driver,
             self.store,
@@ -197,13 +239,18 @@ class SubmitHostRuntime:
         state = RunState(self.observations.workflow)
         for event in self.observations.history():
             state.apply(event)
-        policy = make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa))
-        real = self.control if isinstance(self.control, HTCondorControl) else None
+        policy = ControlledPolicy(
+            make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa)),
+            self.control,
+            self.lifecycle,
+            s.steering,
+        )
+        real = self.condor if isinstance(self.condor, HTCondorControl) else None
         loop = MapeLoop(
             state,
             self.observations,
             self.cloud,
-            self.control,
+            self.condor,
             policy,
             s.steering,
             journal=self.journal,
@@ -213,17 +260,17 @@ class SubmitHostRuntime:
         if previous is not None:
             loop.pending_releases = previous.pending_releases
             loop.terminated = previous.terminated
-            _carry_boosts(previous, loop)
+        self.boosts.apply_to(loop)
         return loop
 
     def _job_id_of(self, task_id: str) -> str | None:
         found = self.observations.locate(task_id)
-        if found is None or not isinstance(self.control, HTCondorControl):
+        if found is None or not isinstance(self.condor, HTCondorControl):
             return None
         tracked, node = found
         if tracked.wf_uuid is None:
             return None
-        return queued_job_id(self.control.schedd, tracked.wf_uuid, node)
+        return queued_job_id(self.condor.schedd, tracked.wf_uuid, node)
 
     # -- the runtime ------------------------------------------------------------
 
@@ -243,10 +290,35 @@ class SubmitHostRuntime:
         for instance in self.cloud.list_instances():  # before reading: a new worker's first job resolves
             if instance.address:
                 self.hosts.add(instance.instance_id, instance.address)
+        if isinstance(self.condor, HTCondorControl):  # the startd's own address, whatever the cloud reports
+            for instance_id, address in self.condor.worker_addresses().items():
+                self.hosts.add(instance_id, address)
+        before = dict(self.observations.tracked)
         if self.observations.refresh():
+            self._note_finished(before)
             self.loop = self._new_loop(previous=self.loop)
-        if isinstance(self.control, HTCondorControl):
-            self.control.sync()
+        if isinstance(self.condor, HTCondorControl):
+            self.condor.sync()
+
+    def _note_finished(self, before: dict[str, TrackedWorkflow]) -> None:
+        """Keep a line for each workflow DAGMan finished, for status: the monitor forgets them at once."""
+        for key, tracked in before.items():
+            if key in self.observations.tracked:
+                continue
+            marker = self.observations.root.finished.get(key, {})
+            exit_code = marker.get("exit_code")
+            self.finished_workflows.append(
+                {
+                    "name": tracked.label,
+                    "submit_dir": os.fspath(tracked.path),
+                    "state": "finished" if exit_code in (0, None) else "failed",
+                    "exit_code": exit_code,
+                    "tasks": tracked.workflow.n_tasks,
+                    "done": _done_in(tracked),
+                    "finished_at": self.clock(),
+                }
+            )
+        del self.finished_workflows[:-FINISHED_KEPT]
 
     def instances(self) -> Sequence[Instance]:
         return self.cloud.list_instances()
@@ -256,8 +328,8 @@ class SubmitHostRuntime:
 
     def flush_notes(self) -> None:
         notes = self.observations.problems.take_new()
-        if isinstance(self.control, LoggedCondorControl):
-            notes += _summarised(self.control.take_notes())
+        if isinstance(self.condor, LoggedCondorControl):
+            notes += _summarised(self.condor.take_notes())
         for line in notes:
             self.journal.publish(Notice(line))
 
@@ -270,16 +342,68 @@ class SubmitHostRuntime:
         self.cloud.billing = settings.steering.billing
         _apply_steering(self.loop, settings)
 
+    def workflows(self) -> list[dict[str, Any]]:
+        """Those followed now (their progress from the loop's RunState), then the latest finished ones."""
+        done, total = _progress_by_label(self.loop.state)
+        live = [
+            {
+                "name": t.label,
+                "submit_dir": os.fspath(t.path),
+                "state": "running" if t.events else "waiting",
+                "tasks": total.get(t.label, t.workflow.n_tasks),
+                "done": done.get(t.label, 0),
+            }
+            for t in self.observations.tracked.values()
+        ]
+        return live + list(self.finished_workflows)
 
-def _carry_boosts(previous: MapeLoop, loop: MapeLoop) -> None:
-    """Keep the tasks already boosted (and each stage's count) across a rebuilt combined DAG."""
-    old_wf, new_wf = previous.state.workflow, loop.state.workflow
-    for task in np.flatnonzero(previous.boost.priority_of):
-        task_id = old_wf.task_ids[task]
-        if task_id in new_wf._index:
-            new = new_wf.index_of(task_id)
-            loop.boost.priority_of[new] = previous.boost.priority_of[task]
-            loop.boost.used[new_wf.stage_of[new]] += 1
+
+def _progress_by_label(state: RunState) -> tuple[dict[str, int], dict[str, int]]:
+    """Tasks done and tasks in all, per workflow label of a combined DAG (one bincount per stage)."""
+    wf = state.workflow
+    if wf.n_tasks == 0:
+        return {}, {}
+    stage_of = wf.stage_of.astype(np.int64)
+    n_stages = len(wf.stages)
+    done = np.bincount(stage_of[state.status == TaskStatus.DONE], minlength=n_stages)
+    total = np.bincount(stage_of, minlength=n_stages)
+    done_by: dict[str, int] = {}
+    total_by: dict[str, int] = {}
+    for k, stage in enumerate(wf.stages):
+        label = split_task_id(stage.name)[0]
+        done_by[label] = done_by.get(label, 0) + int(done[k])
+        total_by[label] = total_by.get(label, 0) + int(total[k])
+    return done_by, total_by
+
+
+def _done_in(tracked: TrackedWorkflow) -> int:
+    """Tasks of a finished workflow that ended well, from the events read (its RunState is gone)."""
+    return len({e.task_id for e in tracked.events if e.kind is EventKind.FINISHED and e.exit_code in (None, 0)})
+
+
+class BoostLedger:
+    """Every task the priority boost raised, kept in the state file: a restart boosts no stage twice.
+
+    An observer of the journal; each rebuilt loop (a workflow came or went, or
+    the daemon restarted) starts from it, so each stage keeps its count.
+    """
+
+    KEY = "boosted"
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.boosted: dict[str, int] = json.loads(store.get_meta(self.KEY) or "{}")
+
+    def notify(self, event: object) -> None:
+        if isinstance(event, TasksBoosted):
+            self.boosted.update(dict.fromkeys(event.task_ids, event.priority))
+            self.store.set_meta(self.KEY, json.dumps(self.boosted, sort_keys=True))
+
+    def apply_to(self, loop: MapeLoop) -> None:
+        workflow = loop.state.workflow
+        for task_id, priority in self.boosted.items():
+            if task_id in workflow._index:
+                loop.boost.mark(loop.state, workflow.index_of(task_id), priority)
 
 
 def _summarised(notes: list[str]) -> list[str]:

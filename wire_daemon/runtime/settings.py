@@ -11,6 +11,7 @@ See ``docs/config.example.yaml`` for an annotated example.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
@@ -18,7 +19,7 @@ from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 from wire_daemon.core.config import EmulationConfig, PFAConfig, PredictionConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.execute.guarded_cloud import SafetyConfig
-from wire_daemon.runtime.policies import POLICY_NAMES
+from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
 
 T = TypeVar("T")
 
@@ -73,7 +74,7 @@ class Settings:
     steering: SteeringConfig = field(default_factory=SteeringConfig)
     emulation: EmulationConfig = field(default_factory=EmulationConfig)
     safety: SafetyConfig = field(default_factory=SafetyConfig)
-    policy: str = "wire"  # the scaling policy (runtime/policies.py); the oracle only on the emulated site
+    policy: str = DEFAULT_POLICY  # the scaling policy (runtime/policies.py); the oracle only on the emulated site
     pfa: PFAConfig = field(default_factory=PFAConfig)
     state_path: str = "wire-daemon.sqlite"
     log: LogSettings = field(default_factory=LogSettings)
@@ -107,6 +108,32 @@ class Settings:
         except ConfigError as exc:
             raise ConfigError(f"{self.source}: {exc}") from None
         return self
+
+
+def check_paths(settings: Settings) -> None:
+    """What only the filesystem can tell, checked by ``check-config`` and at ``run``.
+
+    A condor site's submit root must be a directory this user can read: a
+    missing or wrong one would leave the daemon watching nothing. An emulated
+    site's trace must be a readable file.
+    """
+    source = settings.source
+    if settings.site.kind == "condor":
+        root = Path(settings.site.submit_root)
+        where = f"{source}: site.submit_root {settings.site.submit_root!r}"
+        if not root.exists():
+            raise ConfigError(f"{where} does not exist: it must be the Pegasus submit root to watch")
+        if not root.is_dir():
+            raise ConfigError(f"{where} is not a directory: it must be the Pegasus submit root to watch")
+        if not os.access(root, os.R_OK | os.X_OK):
+            raise ConfigError(
+                f"{where} is not readable by this user (uid {os.geteuid()}): add the user to the group "
+                "that owns the submit directories"
+            )
+    elif settings.site.trace:
+        trace = Path(settings.site.trace)
+        if not trace.is_file() or not os.access(trace, os.R_OK):
+            raise ConfigError(f"{source}: site.trace {settings.site.trace!r} is not a readable file")
 
 
 def load_settings(path: str | Path) -> Settings:
@@ -227,5 +254,6 @@ __all__ = [
     "LogSettings",
     "MetricsSettings",
     "load_settings",
+    "check_paths",
     "WireError",
 ]

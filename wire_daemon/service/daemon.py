@@ -11,6 +11,19 @@ config file; a file that does not validate is refused with a one-line error
 and the old settings stay. An iteration that takes longer than the interval
 is logged as an overrun and the next one starts at once: none is skipped
 silently. An exception inside an iteration is logged and the loop goes on.
+Every run ends with a shutdown record in the decisions log (why it stopped,
+the final counts) and a final status snapshot.
+
+The log (stderr: the journal under systemd) says at INFO, one line each, what
+an operator needs: the start (site, cloud, policy, dry-run, files), each
+decision in plain words, reloads, the operator's commands, instances adopted,
+the metrics address and the stop. Times are UTC; on the emulated site the
+loop's virtual times are shown as offsets from the replay's start.
+
+Operator's commands (``wire-daemon pause`` and the like) arrive through the
+state file. The daemon looks for them at every iteration and, while it
+sleeps, about once a second; a command that changes the pool (hold,
+drain-all, terminate-all) starts an iteration at once on a real site.
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,38 +42,92 @@ from typing import Any
 import numpy as np
 
 from wire_daemon.core.errors import WireError
-from wire_daemon.core.journal import Journal, NoticeBox
+from wire_daemon.core.instances import LifecycleState, can_move
+from wire_daemon.core.journal import ControlChanged, Journal, NoticeBox
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.store import StateStore
-from wire_daemon.loop.mape import DecisionRecord, MapeLoop
+from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
+from wire_daemon.runtime.control import PoolControl
 from wire_daemon.runtime.runtimes import Runtime, build_runtime
-from wire_daemon.runtime.settings import Settings, load_settings
+from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
 from wire_daemon.service.metrics import Metrics
+from wire_daemon.service.wording import decision_words, offset
 
 log = logging.getLogger(__name__)
+CONTROL_POLL_S = 1.0  # how often a sleeping daemon looks for an operator's command
+_POOL_CHANGING = ("hold", "drain-all", "terminate-all")
+
+
+class _JournalFormatter(logging.Formatter):
+    """``2025-11-05T12:03:00Z INFO message``; other modules' lines name their module."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 (logging's name)
+        return time.strftime(datefmt or "%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        if record.name != __name__ and record.levelno != logging.INFO:
+            head = f"{self.formatTime(record, self.datefmt)} {record.levelname} "
+            line = head + f"{record.name}: " + line[len(head) :]
+        return line
+
+
+class _NoDryRunEcho(logging.Filter):
+    """The guard's dry-run notes are in the decision line already: no second, WARNING copy."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.endswith("guarded_cloud") and str(record.getMessage()).startswith("dry-run:"))
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """The service's log: one line per event, UTC timestamps, on stderr (the journal under systemd)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JournalFormatter())
+    handler.addFilter(_NoDryRunEcho())
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    quiet = logging.DEBUG if level.upper() == "DEBUG" else logging.WARNING
+    for chatty in ("botocore", "boto3", "urllib3", "openstack", "keystoneauth", "stevedore"):
+        logging.getLogger(chatty).setLevel(quiet)  # the SDKs' INFO lines ("Found credentials ...") are noise here
 
 
 class Daemon:
     def __init__(
         self, settings: Settings, config_path: str | None = None, sleep: Callable[[float], None] | None = None
     ) -> None:
+        check_paths(settings)
         self.settings = settings
         self.config_path = config_path
         self.store = StateStore(settings.state_path)
         self.journal = Journal()
         self.notices = NoticeBox()  # what one decision record lists
         self.journal.subscribe(self.notices)
-        self.decisions = DecisionsLog(
-            Path(settings.log.decisions_path), settings.log.max_bytes, settings.log.backups, self.store
-        )
-        self.journal.subscribe(self.decisions)
         self.stop_requested = False
+        self.stop_reason = ""
         self.reload_requested = False
+        self.controls_waiting = False
         self.iterations = 0
         self.overruns = 0
+        self.last_record: dict[str, Any] | None = None
+        # Before the runtime: an unwritable log is refused before any cloud call.
+        self.decisions = DecisionsLog(
+            Path(settings.log.decisions_path),
+            settings.log.max_bytes,
+            settings.log.backups,
+            self.store,
+            virtual=settings.site.kind == "emulated",
+        )
+        self.journal.subscribe(self.decisions)
         self.runtime: Runtime = build_runtime(settings, self.store, self.journal, sleep or self._interruptible_sleep)
+        self._restore_control()
         self.metrics = self._start_metrics()
 
     def _start_metrics(self) -> Metrics | None:
@@ -71,6 +139,15 @@ class Daemon:
         log.info("metrics at http://%s:%d/metrics", self.settings.metrics.address, port)
         return metrics
 
+    def _restore_control(self) -> None:
+        """The operator's mode survives a restart (it lives in the state file)."""
+        saved = self.store.get_meta("control")
+        if saved:
+            restored = PoolControl.from_json(json.loads(saved))
+            control = self.runtime.control
+            control.mode, control.count, control.action = restored.mode, restored.count, restored.action
+            control.command, control.since = restored.command, restored.since
+
     @property
     def loop(self) -> MapeLoop:
         return self.runtime.loop
@@ -80,9 +157,18 @@ class Daemon:
         return self.runtime.loop.state
 
     def _interruptible_sleep(self, seconds: float) -> None:
-        """Sleep, but wake within a fraction of a second of SIGTERM."""
+        """Sleep; wake within a fraction of a second of SIGTERM or SIGHUP, within a second of an operator's command."""
         deadline = time.monotonic() + seconds
-        while not self.stop_requested and (left := deadline - time.monotonic()) > 0:
+        look_at = time.monotonic()
+        while (
+            not (self.stop_requested or self.controls_waiting or self.reload_requested)
+            and (left := deadline - time.monotonic()) > 0
+        ):
+            if time.monotonic() >= look_at:
+                look_at = time.monotonic() + CONTROL_POLL_S
+                if self.store.has_pending_controls():
+                    self.controls_waiting = True
+                    return
             time.sleep(min(left, 0.2))
 
     # -- signals -----------------------------------------------------------------
@@ -93,7 +179,7 @@ class Daemon:
         signal.signal(signal.SIGHUP, self._on_reload)
 
     def _on_stop(self, signum: int, frame: object) -> None:
-        log.info("signal %d: finishing the current iteration, then exiting", signum)
+        self.stop_reason = f"{signal.Signals(signum).name} received"
         self.stop_requested = True
 
     def _on_reload(self, signum: int, frame: object) -> None:
@@ -109,49 +195,155 @@ class Daemon:
             log.error("reload refused, keeping the running settings: %s", exc)
             return
         # The site, the cloud and the state file are what the running daemon is made of: a restart changes them.
+        kept = [
+            key
+            for key in ("site", "cloud", "state_path", "log", "metrics")
+            if getattr(fresh, key) != getattr(self.settings, key)
+        ]
         self.settings = replace(
             fresh, site=self.settings.site, cloud=self.settings.cloud, state_path=self.settings.state_path
         )
         self.runtime.reconfigure(self.settings)
-        log.info("reloaded %s", self.config_path)
+        safety = self.settings.safety
+        restart = f"; changes to {', '.join(kept)} need a restart" if kept else ""
+        log.info(
+            "reloaded %s: interval %g s, max %d instances, dry-run %s%s",
+            self.config_path,
+            self.settings.steering.interval_s,
+            safety.max_instances,
+            "on" if safety.dry_run else "off",
+            restart,
+        )
 
     # -- the service loop ----------------------------------------------------------
 
     def run(self, max_iterations: int | None = None) -> int:
         self.store.set_meta("pid", str(os.getpid()))
+        self.store.set_meta("started", json.dumps({"wall": time.time(), "pid": os.getpid()}))
+        self._log_start()
         interval = self.settings.steering.interval_s
         times = iteration_times(self.runtime.now(), interval)
         next_at = next(times)
         while not self.stop_requested and not self.runtime.finished:
             if max_iterations is not None and self.iterations >= max_iterations:
+                self.stop_reason = f"{max_iterations} iteration(s) done (--max-iterations)"
                 break
             if self.reload_requested:
                 self.reload()
             self.runtime.sleep_until(next_at)
             if self.runtime.finished or self.stop_requested:
                 break
+            acted = self._apply_controls()
+            if not acted and self.runtime.now() < next_at:
+                continue  # woken by SIGHUP or a command that changes no pool (pause, resume): sleep on
             started = time.monotonic()
             self._iterate(self.runtime.now())
-            next_at = next(times)  # already past after an overrun: the next iteration starts at once
-            release_until(self.loop, self.runtime, next_at, stop=lambda: self.stop_requested)
+            if self.runtime.now() >= next_at:
+                next_at = next(times)  # already past after an overrun: the next iteration starts at once
+            release_until(self.loop, self.runtime, next_at, stop=lambda: self.stop_requested or self.controls_waiting)
             self._check_overrun(interval, time.monotonic() - started)
+        if self.runtime.finished:
+            self.stop_reason = "the workflow finished"
         self._shutdown()
         return 0
 
+    def _log_start(self) -> None:
+        s = self.settings
+        if s.site.kind == "condor":
+            site = f"submit host, watching {s.site.submit_root}; cloud {s.cloud.kind}, pool {s.cloud.pool}"
+        else:
+            name = self.state.workflow.name
+            site = f"emulated site replaying {name} at {s.site.speedup:g}x (times below are virtual offsets)"
+        log.info(
+            "wire-daemon %s started (pid %d): %s; policy %s, interval %g s, %d slots per instance, "
+            "max %d instances, dry-run %s",
+            _version(),
+            os.getpid(),
+            site,
+            s.policy,
+            s.steering.interval_s,
+            s.steering.slots_per_instance,
+            min(s.safety.max_instances, s.steering.max_instances),
+            "on" if s.safety.dry_run else "off",
+        )
+        log.info("state %s; decisions log %s", s.state_path, s.log.decisions_path)
+        live = [(i, st) for i, st in self.loop.lifecycle.items() if st.is_live]
+        if live:
+            log.info(
+                "adopting %d instance(s) from the previous run: %s",
+                len(live),
+                ", ".join(f"{i} ({st.value})" for i, st in live),
+            )
+        control = self.runtime.control
+        if control.mode != "auto":
+            log.info("operator's mode kept from before the restart: %s", control.describe())
+
+    def _apply_controls(self) -> bool:
+        """Carry out the operator's pending commands, in order; True if one changes the pool now."""
+        self.controls_waiting = False
+        pending = self.store.pending_controls()
+        if not pending:
+            return False
+        control, acted = self.runtime.control, False
+        for request in pending:
+            try:
+                control.apply(request.command, request.count, when=time.time())
+            except ValueError as exc:
+                self.store.mark_control_applied(request.seq, f"refused: {exc}")
+                log.warning("operator's command %s refused: %s", request.command, exc)
+                continue
+            self._save_control()  # before marking it applied: the command then reads the new mode
+            self.store.mark_control_applied(request.seq, "applied")
+            acted = acted or request.command in _POOL_CHANGING
+            event = ControlChanged(
+                self.runtime.now(),
+                request.command,
+                control.mode,
+                control.count if control.mode == "hold" else None,
+                request.requested_at,
+                request.requested_by,
+            )
+            self.journal.publish(event)
+            log.info("%s", event.line)
+        return acted
+
+    def _save_control(self) -> None:
+        self.store.set_meta("control", json.dumps(self.runtime.control.to_json(), sort_keys=True))
+
     def _iterate(self, now: float) -> None:
+        known = {i for i, state in self.loop.lifecycle.items()}
+        action = self.runtime.control.action
         try:
             self.runtime.refresh()
             record = self.loop.iterate(now)
         except Exception:  # one bad iteration must not kill the service
-            log.exception("iteration at t=%.0f failed; the loop goes on", now)
+            log.exception("iteration at %s failed; the loop goes on", self._when(now))
             return
+        if action and not self.runtime.control.action:  # drain-all / terminate-all carried out
+            self._save_control()
         self.iterations += 1
         self.runtime.flush_notes()
         record.cost_units = self.runtime.cost_units(now)
         record.notices = self.notices.take()
         self.journal.publish(record)
-        self.store.set_meta("status", json.dumps(self.status_snapshot(now, record), sort_keys=True))
+        entry = record.to_json()
+        self.last_record = entry
+        adopted = sorted({i for i, _ in self.loop.lifecycle.items()} - known - set(record.launched))
+        if adopted:
+            log.info("adopted %d instance(s) the cloud lists as this pool's: %s", len(adopted), ", ".join(adopted))
+        if self.runtime.virtual_clock:
+            log.info("at %s %s", offset(now), decision_words(entry))
+        else:
+            log.info("%s", decision_words(entry))
+        self._write_status(now, entry)
+
+    def _write_status(self, now: float, entry: dict[str, Any] | None, stopped: dict[str, Any] | None = None) -> None:
+        snapshot = self.status_snapshot(now, entry, stopped)
+        self.store.set_meta("status", json.dumps(snapshot, sort_keys=True))
         self.store.set_meta("heartbeat", json.dumps({"wall": time.time(), "virtual": now}))
+
+    def _when(self, now: float) -> str:
+        return offset(now) if self.runtime.virtual_clock else time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(now))
 
     def _check_overrun(self, interval: float, took_wall_s: float) -> None:
         took = took_wall_s * self.runtime.speedup
@@ -163,57 +355,142 @@ class Daemon:
 
     def _shutdown(self) -> None:
         finished = self.runtime.finished
+        reason = self.stop_reason or "stopped"
+        if finished:
+            # The events since the last iteration (the last tasks' ends): the final counts are the true ones.
+            self.state.apply_all(self.loop.observations.poll_events())
         if finished or self.settings.scale_to_zero_on_exit:  # a finished replay has nothing left to pay for
-            self.runtime.terminate_all()
-        self._log_final_terminations()
-        self.store.set_meta("stopped", json.dumps({"wall": time.time(), "finished": finished}))
+            ended = self._terminate_everything()
+            if self.settings.scale_to_zero_on_exit and not finished:
+                reason += "; scale_to_zero_on_exit: the pool was terminated"
+        else:
+            ended = []
+        now = self.runtime.now()
+        record = self._final_record(now, reason, finished, ended)
+        left = [i["instance_id"] for i in (self.status_snapshot(now, None)["pool"]) if i["lifecycle"] != "terminated"]
+        stopped = {"wall": time.time(), "finished": finished, "reason": reason}
+        self._write_status(now, self.last_record, stopped)
+        self.store.set_meta("stopped", json.dumps(stopped))
+        log.info(
+            "stopped: %s, after %d decision(s); %s; cost %d unit(s) in all",
+            reason,
+            self.iterations,
+            f"instances left up: {', '.join(left)}" if left else "no instance left up",
+            record.cost_units,
+        )
         self.decisions.close()
         self.store.close()
         if self.metrics is not None:
             self.metrics.stop()
 
-    def _log_final_terminations(self) -> None:
-        """Terminations after the last iteration (timed releases, scale-to-zero) still reach the log."""
-        done = self.loop.take_terminated()
+    def _terminate_everything(self) -> list[str]:
+        """Terminate what is left, through the lifecycle, so status shows the instances as terminated."""
+        live = [i.instance_id for i in self.runtime.instances()]
+        lifecycle = self.loop.lifecycle
+        going = [i for i in live if (st := lifecycle.state_of(i)) is not None and st.is_live]
+        lifecycle.move_all(
+            [i for i in going if can_move(lifecycle.state_of(i) or LifecycleState.BOOTING, LifecycleState.TERMINATING)],
+            LifecycleState.TERMINATING,
+        )
+        self.runtime.terminate_all()
+        still = {i.instance_id for i in self.runtime.instances()}
+        ended = [i for i in going if i not in still]
+        lifecycle.move_all(ended, LifecycleState.TERMINATED)
+        return ended
+
+    def _final_record(self, now: float, reason: str, finished: bool, ended: list[str]) -> ShutdownRecord:
+        """The run's last line in the decisions log: terminations after the last decision, why it stopped, counts."""
+        done = list(dict.fromkeys(self.loop.take_terminated() + ended))
         self.runtime.flush_notes()
-        notices = self.notices.take()
-        if done or notices:
-            now = self.runtime.now()
-            self.journal.publish(ShutdownRecord(now, done, self.runtime.cost_units(now), notices))
+        state = self.state
+        record = ShutdownRecord(
+            now,
+            done,
+            self.runtime.cost_units(now),
+            self.notices.take(),
+            reason=reason,
+            finished=finished,
+            done=state.n_done(),
+            running=state.count(TaskStatus.RUNNING),
+            idle=state.count(TaskStatus.IDLE),
+            pool=len(self.runtime.instances()),
+        )
+        self.journal.publish(record)
+        return record
 
     # -- status ---------------------------------------------------------------------
 
-    def status_snapshot(self, now: float, record: DecisionRecord) -> dict[str, Any]:
+    def status_snapshot(
+        self, now: float, entry: dict[str, Any] | None, stopped: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """What ``wire-daemon status`` shows: workflows, pool and lifecycle, last decision, cost, mode."""
         billing = self.settings.steering.billing
-        instances = self.runtime.instances()
+        listed = {i.instance_id: i for i in self.runtime.instances()}
         busy: dict[str, int] = {}
         for host in self.state.host.values():
             busy[host] = busy.get(host, 0) + 1
-        return {
+        lifecycle = dict(self.loop.lifecycle.items())
+        pool = [
+            {
+                "instance_id": i.instance_id,
+                "state": i.state,
+                "lifecycle": _lifecycle(self.loop, i.instance_id),
+                "launched_at": i.launch_time,
+                "age_s": round(max(now - i.launch_time, 0.0), 1),  # launched during this decision: 0, not -0.1
+                "busy_slots": busy.get(i.instance_id, 0),
+                "slots": i.slots,
+                "next_charge_in_s": round(billing.time_to_next_charge(i.launch_time, max(now, i.launch_time)), 1),
+                "release_at": self.loop.pending_releases.get(i.instance_id),
+            }
+            for i in listed.values()
+        ]
+        pool += [  # ours, but not in the cloud's listing: a launch not answered yet, a termination under way
+            {"instance_id": i, "state": None, "lifecycle": st.value, "release_at": self.loop.pending_releases.get(i)}
+            for i, st in lifecycle.items()
+            if i not in listed and st.is_live
+        ]
+        ended = [(i, st.value) for i, st in lifecycle.items() if not st.is_live and i not in listed]
+        total = self.runtime.cost_units(now)
+        committed = min(len(listed), total)  # each live instance is inside one started, unfinished unit
+        control = self.runtime.control
+        snapshot: dict[str, Any] = {
             "time": now,
-            "pool": [
-                {
-                    "instance_id": i.instance_id,
-                    "state": i.state,
-                    "lifecycle": _lifecycle(self.loop, i.instance_id),
-                    "age_s": round(now - i.launch_time, 1),
-                    "busy_slots": busy.get(i.instance_id, 0),
-                    "slots": i.slots,
-                    "next_charge_in_s": round(billing.time_to_next_charge(i.launch_time, now), 1),
-                }
-                for i in instances
-            ],
-            "stages": self._stage_counts(),
-            "last_decision": {
-                "target": record.target,
-                "planned": record.planned,
-                "launched": record.launched,
-                "released": record.released,
-                "rule": record.rule,
+            "clock": "virtual" if self.runtime.virtual_clock else "wall",
+            "workflows": self.runtime.workflows(),
+            "tasks": {
+                "total": self.state.workflow.n_tasks,
+                "done": self.state.n_done(),
+                "running": self.state.count(TaskStatus.RUNNING),
+                "idle": self.state.count(TaskStatus.IDLE),
+                "held": self.state.count(TaskStatus.HELD),
+                "not_ready": self.state.count(TaskStatus.WAITING),
             },
-            "cost_units": self.runtime.cost_units(now),
-            "remaining_makespan_estimate_s": self._remaining_estimate(record),
+            "pool": pool,
+            "ended_instances": [{"instance_id": i, "lifecycle": st} for i, st in ended[-10:]],
+            "ended_instances_count": len(ended),
+            "stages": self._stage_counts(),
+            "last_decision": None,
+            "cost_units": total,
+            "cost": {"total_units": total, "spent_units": total - committed, "committed_units": committed},
+            "charging_unit_s": billing.charging_unit_s,
+            "control": control.to_json() | {"describe": control.describe()},
+            "remaining_makespan_estimate_s": self._remaining_estimate(entry),
+            "dry_run": self.settings.safety.dry_run if self.settings.site.kind == "condor" else None,
         }
+        if entry is not None:
+            snapshot["last_decision"] = {
+                "time": entry.get("time"),
+                "target": entry.get("target"),
+                "planned": entry.get("planned"),
+                "pool": entry.get("pool"),
+                "launched": entry.get("launched", []),
+                "released": entry.get("released", []),
+                "rule": entry.get("rule", ""),
+                "words": decision_words(entry),
+            }
+        if stopped is not None:
+            snapshot["stopped"] = stopped
+        return snapshot
 
     def _stage_counts(self) -> list[dict[str, Any]]:
         """Per stage: task counts by state, and the prediction for its unfinished tasks.
@@ -225,7 +502,7 @@ class Daemon:
         stage_of = wf.stage_of.astype(np.int64)
         counts = np.bincount(stage_of * 8 + status, minlength=n_stages * 8).reshape(n_stages, 8)
         prediction = self.loop.last_plan.prediction if self.loop.last_plan else None
-        mean_s, policy = self._stage_predictions(prediction, stage_of, n_stages)
+        mean_s, policy = self._stage_predictions(prediction, stage_of, n_stages, status)
         return [
             {
                 "stage": stage.name,
@@ -241,33 +518,45 @@ class Daemon:
         ]
 
     @staticmethod
-    def _stage_predictions(prediction: Any, stage_of: np.ndarray, n_stages: int) -> tuple[list, list]:
+    def _stage_predictions(
+        prediction: Any, stage_of: np.ndarray, n_stages: int, status: np.ndarray
+    ) -> tuple[list, list]:
         """Mean predicted occupancy of each stage's unfinished tasks, and the policy most of them use."""
         if prediction is None or n_stages == 0:
             return [None] * n_stages, [None] * n_stages
-        open_ = prediction.policy > 0
+        open_ = (prediction.policy > 0) & (status != TaskStatus.DONE)
         stages = stage_of[open_]
         n = np.bincount(stages, minlength=n_stages)
         total = np.bincount(stages, weights=np.nan_to_num(prediction.occupancy_s[open_]), minlength=n_stages)
         by_policy = np.bincount(stages * 10 + prediction.policy[open_].astype(np.int64), minlength=n_stages * 10)
         dominant = by_policy.reshape(n_stages, 10).argmax(axis=1)
-        mean_s = [round(float(t / c), 1) if c else None for t, c in zip(total, n)]
         policy = [int(p) if c else None for p, c in zip(dominant, n)]
+        # Policy 1 (no task of the stage seen started) predicts nothing: no number, rather than 0 s.
+        mean_s = [round(float(t / c), 1) if c and p != 1 else None for t, c, p in zip(total, n, policy)]
         return mean_s, policy
 
-    def _remaining_estimate(self, record: DecisionRecord) -> float:
+    def _remaining_estimate(self, entry: dict[str, Any] | None) -> float:
         """Predicted remaining work over the pool's slots: a rough lower bound for operators."""
         prediction = self.loop.last_plan.prediction if self.loop.last_plan else None
-        if prediction is None:
+        if prediction is None or entry is None or self.state.n_done() == self.state.workflow.n_tasks:
             return 0.0
-        remaining = np.nansum(prediction.remaining_s)
-        slots = max(1, record.pool * self.settings.steering.slots_per_instance)
+        remaining = np.nansum(prediction.remaining_s[self.state.status != TaskStatus.DONE])
+        slots = max(1, int(entry.get("pool") or 0) * self.settings.steering.slots_per_instance)
         return round(float(remaining) / slots, 1)
 
 
 def _lifecycle(loop: MapeLoop, instance_id: str) -> str | None:
     state = loop.lifecycle.state_of(instance_id)
     return state.value if state is not None else None
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("wire-daemon")
+    except PackageNotFoundError:  # pragma: no cover - a source tree without an install
+        return "(not installed)"
 
 
 def run_from_config(path: str, max_iterations: int | None = None) -> int:

@@ -1,49 +1,83 @@
 """The decisions log: one JSON line per decision, in a rotated file and in the state file.
 
-An observer of the journal: it writes every ``DecisionRecord`` and the final
-``ShutdownRecord``. ``wire-daemon decisions`` and ``report`` read it back.
+An observer of the journal: it writes every ``DecisionRecord``, every change
+the operator makes (``ControlChanged``: pause, resume, hold, drain-all,
+terminate-all) and the final ``ShutdownRecord``, which every run ends with.
+``wire-daemon decisions`` and ``report`` read it back.
+
+Each line carries ``clock`` (``wall`` on a real site, where ``time`` is Unix
+seconds; ``virtual`` on the emulated site, where ``time`` is the replay's
+virtual seconds) and ``wall``, the Unix time it was written.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import ConfigError
-from wire_daemon.core.journal import Notice
+from wire_daemon.core.journal import ControlChanged, Notice
 from wire_daemon.core.store import StateStore
 from wire_daemon.loop.mape import DecisionRecord
 
 
 @dataclass(frozen=True)
 class ShutdownRecord:
-    """What happened after the last decision: timed releases, scale-to-zero, last notices."""
+    """The run's last line: why it stopped, what happened after the last decision, where things stand.
+
+    Timed releases and scale-to-zero after the last decision, the last notices,
+    the task counts and the pool left up.
+    """
 
     time: float
     terminated: list[str]
     cost_units: int
     notices: list[Notice] = field(default_factory=list)
+    reason: str = "stopped"  # workflow finished | signal | max iterations | ...
+    finished: bool = False  # the (emulated) workflow is done
+    done: int | None = None
+    running: int | None = None
+    idle: int | None = None
+    pool: int | None = None  # instances left up
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "time": self.time,
             "event": "shutdown",
+            "reason": self.reason,
+            "finished": self.finished,
             "terminated": self.terminated,
             "cost_units": self.cost_units,
             "notes": [n.line for n in self.notices],
-            "rule": "shutdown",
+            "rule": f"shutdown: {self.reason}",
         }
+        for key in ("done", "running", "idle", "pool"):
+            if getattr(self, key) is not None:
+                record[key] = getattr(self, key)
+        return record
 
 
 class DecisionsLog:
     """JSON lines, rotated by size, mirrored into the state file."""
 
-    def __init__(self, path: Path, max_bytes: int, backups: int, store: StateStore | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        max_bytes: int,
+        backups: int,
+        store: StateStore | None = None,
+        virtual: bool = False,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
+        self.clock = "virtual" if virtual else "wall"
+        self.wall_clock = wall_clock
         self._logger = logging.getLogger(f"wire_daemon.decisions.{path}")
         self._logger.propagate = False
         self._logger.setLevel(logging.INFO)
@@ -51,10 +85,11 @@ class DecisionsLog:
             self._logger.addHandler(_handler(path, max_bytes, backups))
 
     def notify(self, event: object) -> None:
-        if isinstance(event, (DecisionRecord, ShutdownRecord)):
+        if isinstance(event, (DecisionRecord, ShutdownRecord, ControlChanged)):
             self.append(event.time, event.to_json())
 
     def append(self, when: float, entry: dict[str, Any]) -> None:
+        entry = {**entry, "clock": self.clock, "wall": round(self.wall_clock(), 3)}
         self._logger.info(json.dumps(entry, sort_keys=True))
         if self.store is not None:
             self.store.append_decision(when, entry)

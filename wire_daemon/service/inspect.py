@@ -5,11 +5,23 @@ log, else its jobstate.log) into a fresh ``RunState``; an ``OnlinePredictor``
 then runs one update and one prediction at *now* = the last event's time (or
 the wall clock, for a live directory, with ``wall_clock=True``).
 
-Per stage: task counts (done, running, idle, held, not ready = not yet
+Per stage: task counts (done, running, idle, held, aborted = removed from the
+queue by condor_rm or a hold that ended in an abort, not ready = not yet
 submitted by DAGMan), the model (median execution, transfer estimate, a0/a1 of
 Algorithm 1) and the prediction policy used for its unfinished tasks (the most
 frequent one, and the count of each). Running tasks: host and elapsed time.
 The JSON shape is documented in docs/monitor.md; NaN becomes null.
+
+Nothing read is dropped without a word. A warning says so when events name
+nodes the ``.dag`` does not have (a ``.dag`` cut short), when a Pegasus
+``.dag`` lacks its closing line, when part of the event file could not be
+read as events (a torn last event, or a file that is not an event log), and
+when DAGMan says it finished while the events read leave tasks running or
+queued. A stage with no task seen started has no prediction (``-``), not 0 s;
+a0/a1 are Algorithm 1's line after as many steps as the daemon would have
+taken by *now* (one per 180 s interval since the first event), and ``-``
+where no line is fitted (no task of the stage completed, or all did: the
+daemon freezes a finished stage's model).
 """
 
 from __future__ import annotations
@@ -26,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from wire_daemon.analyze.predictor import OnlinePredictor
-from wire_daemon.core.config import PredictionConfig
+from wire_daemon.core.config import PredictionConfig, SteeringConfig
+from wire_daemon.core.events import EventKind
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.hosts import parse_sinful
 from wire_daemon.monitor.problems import Problems
@@ -45,6 +58,8 @@ POLICY_NAMES = {
     9: "oracle",
 }
 _MAX_POLLS = 10_000  # each poll reads up to 64 MiB of log
+_MAX_GRADIENT_STEPS = 5_000  # a month of 3-minute intervals is more than any run needs
+_NOT_STARTED = 1  # prediction policy 1: no task of the stage has started
 
 
 @dataclass
@@ -62,12 +77,13 @@ class StageReport:
     completed_in_model: int
     median_exec_s: float | None
     transfer_s: float | None
-    a0: float
-    a1: float
+    a0: float | None  # None: no line fitted (see the module docstring)
+    a1: float | None
     size_groups: int
     policy: str  # the most frequent policy among unfinished tasks; "done" when none is left
     policies: dict[str, int] = field(default_factory=dict)
-    predicted_occupancy_s: float | None = None  # median over the unfinished tasks
+    predicted_occupancy_s: float | None = None  # median over the unfinished tasks; None: nothing seen to predict from
+    aborted: int = 0
 
 
 @dataclass
@@ -104,12 +120,27 @@ def inspect_submit_dir(path: str | os.PathLike[str], wall_clock: bool = False) -
     problems = Problems()
     monitor = SubmitDirMonitor(path, problems=problems)
     state = RunState(monitor.workflow)
-    events, last = _ingest(monitor, state)
+    ingest = _ingest(monitor, state)
+    events, last = ingest.count, ingest.last
     now, now_from = _now(last, wall_clock)
     predictor = OnlinePredictor(monitor.workflow, PredictionConfig())
-    predictor.update(state, now if now is not None else 0.0)
-    prediction = predictor.predict(state, now if now is not None else 0.0)
+    at = now if now is not None else 0.0
+    for _ in range(_gradient_steps(state, now)):  # the steps the daemon would have taken by now
+        predictor.update(state, at)
+    prediction = predictor.predict(state, at)
     status = monitor.dag_status()
+    aborted = _aborted(state, ingest.last_kind)
+    counts = _counts(state.status, aborted)
+    warnings = list(problems.messages)
+    warnings += _unknown_nodes(ingest.unknown, monitor)
+    warnings += _dag_unfinished(Path(monitor.submit_dir.dag.path))
+    warnings += _unread_bytes(monitor)
+    if _contradiction(status.finished, status.exit_code, counts):
+        warnings.append(
+            f"DAGMan says the workflow finished (status {status.exit_code}), but the events read leave "
+            f"{counts['running']} task(s) running, {counts['idle']} queued and {counts['held']} held: "
+            "the event log is cut short, or its last events are not written yet"
+        )
     return InspectReport(
         submit_dir=os.fspath(path),
         workflow=monitor.workflow.name,
@@ -121,8 +152,8 @@ def inspect_submit_dir(path: str | os.PathLike[str], wall_clock: bool = False) -
         now_from=now_from,
         dag_finished=status.finished,
         dag_exit_code=status.exit_code,
-        counts=_counts(state.status),
-        stages=_stages(predictor, state, prediction),
+        counts=counts,
+        stages=_stages(predictor, state, prediction, aborted),
         running=_running(state, now),
         sub_workflows=[
             {
@@ -132,22 +163,114 @@ def inspect_submit_dir(path: str | os.PathLike[str], wall_clock: bool = False) -
             }
             for ref in sub_workflow_refs(monitor.submit_dir)
         ],
-        warnings=list(problems.messages),
+        warnings=warnings,
     )
 
 
-def _ingest(monitor: SubmitDirMonitor, state: RunState) -> tuple[int, float | None]:
-    count, last = 0, None
+def _contradiction(finished: bool, exit_code: int | None, counts: dict[str, int]) -> bool:
+    """DAGMan finished, but the events leave tasks running (or, after a success, queued or held)."""
+    if not finished:
+        return False
+    if exit_code == 0:
+        return counts["running"] + counts["idle"] + counts["held"] > 0
+    return counts["running"] > 0  # a failed DAG leaves its failed nodes queued; none runs after DAGMan
+
+
+@dataclass
+class _Ingest:
+    count: int = 0
+    last: float | None = None
+    unknown: Counter[str] = field(default_factory=Counter)  # node -> events that name it, not in the .dag
+    last_kind: dict[int, EventKind] = field(default_factory=dict)  # task -> its latest event's kind
+
+
+def _ingest(monitor: SubmitDirMonitor, state: RunState) -> _Ingest:
+    out = _Ingest()
     for _ in range(_MAX_POLLS):
         before = monitor.checkpoint()
         events = monitor.poll_events()
-        for event in events:
+        numbers = state.workflow.indices_of([e.task_id for e in events]) if events else []
+        for event, i in zip(events, numbers):
+            out.last = event.time if out.last is None else max(out.last, event.time)
+            if i < 0:
+                out.unknown[event.task_id] += 1
+                continue
             state.apply(event)
-            last = event.time if last is None else max(last, event.time)
-        count += len(events)
+            out.last_kind[i] = event.kind
+        out.count += len(events)
         if not events and monitor.checkpoint() == before:
             break
-    return count, last
+    return out
+
+
+def _gradient_steps(state: RunState, now: float | None) -> int:
+    """One per daemon interval from the first event to now (at least one: the first update)."""
+    first = state.first_event_time
+    if now is None or first is None:
+        return 1
+    intervals = math.ceil(max(now - first, 0.0) / SteeringConfig().interval_s)
+    return int(min(max(intervals, 1), _MAX_GRADIENT_STEPS))
+
+
+def _aborted(state: RunState, last_kind: dict[int, EventKind]) -> np.ndarray:
+    """Tasks whose last event is an abort and that nothing resubmitted since (RunState shows them not ready)."""
+    aborted = np.zeros(state.workflow.n_tasks, dtype=bool)
+    for i, kind in last_kind.items():
+        if kind is EventKind.ABORTED and state.status[i] == TaskStatus.WAITING:
+            aborted[i] = True
+    return aborted
+
+
+def _unknown_nodes(unknown: Counter[str], monitor: SubmitDirMonitor) -> list[str]:
+    if not unknown:
+        return []
+    dag = Path(monitor.submit_dir.dag.path).name
+    names = ", ".join(sorted(unknown)[:5]) + (", ..." if len(unknown) > 5 else "")
+    return [
+        f"{sum(unknown.values())} event(s) name {len(unknown)} node(s) that are not in {dag} ({names}): "
+        "the .dag may be cut short, or not the one DAGMan ran; those events are not counted"
+    ]
+
+
+def _dag_unfinished(dag: Path) -> list[str]:
+    """A Pegasus .dag ends with its '# End of DAG' banner; one without it was cut short."""
+    try:
+        with dag.open("rb") as handle:
+            head = handle.read(512)
+            handle.seek(max(dag.stat().st_size - 512, 0))
+            tail = handle.read()
+    except OSError:
+        return []
+    if b"PEGASUS WMS GENERATED DAG FILE" in head and b"End of DAG" not in tail:
+        return [f"{dag.name} has no '# End of DAG' line, which Pegasus writes last: the .dag may be cut short"]
+    return []
+
+
+def _unread_bytes(monitor: SubmitDirMonitor) -> list[str]:
+    """Bytes of the event file the reader could not turn into events (a torn last event, or not an event log)."""
+    source = monitor.source_file
+    if source is None:
+        return []
+    reader = monitor.checkpoint().get("reader") or {}
+    position = (reader.get("reader") or {}).get("position") or reader.get("position") or {}
+    consumed = position.get("offset")
+    try:
+        size = source.stat().st_size
+    except OSError:
+        return []
+    if not isinstance(consumed, int) or consumed >= size:
+        return []
+    name = _relative(source, monitor.path)
+    if consumed == 0:
+        return [
+            f"{name}: none of its {size} bytes could be read as "
+            + ("job events (is it an HTCondor job event log?)" if monitor.source == "eventlog" else "jobstate lines")
+        ]
+    return [
+        f"{name}: its last {size - consumed} bytes are not a complete "
+        + ("event" if monitor.source == "eventlog" else "line")
+        + " (cut short, or still being written): not counted"
+    ]
 
 
 def _now(last: float | None, wall_clock: bool) -> tuple[float | None, str]:
@@ -156,10 +279,12 @@ def _now(last: float | None, wall_clock: bool) -> tuple[float | None, str]:
     return (last, "last-event") if last is not None else (None, "none")
 
 
-def _counts(status: np.ndarray) -> dict[str, int]:
+def _counts(status: np.ndarray, aborted: np.ndarray) -> dict[str, int]:
     out = {"tasks": int(status.size)}
     for name, value in _STATUS_NAMES.items():
         out[name] = int(np.count_nonzero(status == value))
+    out["aborted"] = int(aborted.sum())
+    out["not_ready"] -= out["aborted"]
     return out
 
 
@@ -172,7 +297,9 @@ _STATUS_NAMES = {
 }
 
 
-def _stages(predictor: OnlinePredictor, state: RunState, prediction: Prediction) -> list[StageReport]:
+def _stages(
+    predictor: OnlinePredictor, state: RunState, prediction: Prediction, aborted: np.ndarray
+) -> list[StageReport]:
     workflow = state.workflow
     out = []
     for model, members in zip(predictor.stage_summary(), workflow.stage_members()):
@@ -180,6 +307,10 @@ def _stages(predictor: OnlinePredictor, state: RunState, prediction: Prediction)
         unfinished = members[status != TaskStatus.DONE]
         policies = Counter(POLICY_NAMES.get(int(p), str(int(p))) for p in prediction.policy[unfinished])
         counts = {name: int(np.count_nonzero(status == value)) for name, value in _STATUS_NAMES.items()}
+        n_aborted = int(aborted[members].sum())
+        counts["not_ready"] -= n_aborted
+        seen = unfinished[prediction.policy[unfinished] != _NOT_STARTED]
+        fitted = 0 < model.n_completed < model.n_tasks
         out.append(
             StageReport(
                 stage_id=model.stage_id,
@@ -191,14 +322,13 @@ def _stages(predictor: OnlinePredictor, state: RunState, prediction: Prediction)
                 completed_in_model=model.n_completed,
                 median_exec_s=_finite(model.median_exec_s),
                 transfer_s=_finite(model.transfer_s),
-                a0=model.a0,
-                a1=model.a1,
+                a0=model.a0 if fitted else None,
+                a1=model.a1 if fitted else None,
                 size_groups=model.n_groups,
                 policy=policies.most_common(1)[0][0] if policies else "done",
                 policies=dict(sorted(policies.items())),
-                predicted_occupancy_s=_finite(float(np.median(prediction.occupancy_s[unfinished])))
-                if unfinished.size
-                else None,
+                predicted_occupancy_s=_finite(float(np.median(prediction.occupancy_s[seen]))) if seen.size else None,
+                aborted=n_aborted,
             )
         )
     return out
@@ -253,17 +383,24 @@ def _clean(value: Any) -> Any:
 
 
 def render_text(report: InspectReport) -> str:
-    lines = [
-        f"workflow {report.workflow}: {report.counts['tasks']} tasks in {len(report.stages)} stages ({report.dag})"
-    ]
+    n, k = report.counts["tasks"], len(report.stages)
+    lines = [f"workflow {report.workflow}: {n} task{'s' * (n != 1)} in {k} stage{'s' * (k != 1)} ({report.dag})"]
     lines.append("  " + _source_line(report))
     lines.append("  " + _status_line(report))
     counts = report.counts
+    aborted = f", {counts['aborted']} aborted" if counts.get("aborted") else ""
     lines.append(
         f"  tasks: {counts['done']} done, {counts['running']} running, {counts['idle']} idle, "
-        f"{counts['held']} held, {counts['not_ready']} not ready"
+        f"{counts['held']} held{aborted}, {counts['not_ready']} not ready"
     )
     lines += ["", *_stage_table(report.stages), "", *_running_lines(report.running)]
+    with_aborted = [stage for stage in report.stages if stage.aborted]
+    if with_aborted:
+        lines += [
+            "",
+            "aborted (removed from the queue: DAGMan retries the node if it has retries left, else it fails):",
+        ]
+        lines += [f"  {stage.name}: {stage.aborted} task(s)" for stage in with_aborted]
     if report.sub_workflows:
         lines += ["", "sub-workflows:"]
         lines += [
@@ -286,6 +423,9 @@ def _status_line(report: InspectReport) -> str:
     dagman = (
         f"DAGMan finished with status {report.dag_exit_code}" if report.dag_finished else "DAGMan not seen finished"
     )
+    if _contradiction(report.dag_finished, report.dag_exit_code, report.counts):
+        left = report.counts["running"] + report.counts["idle"] + report.counts["held"]
+        dagman += f" (yet {left} task(s) still show running, queued or held: see the warnings)"
     if report.now is None:
         return f"{dagman}; now: no event yet"
     stamp = datetime.fromtimestamp(report.now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -326,8 +466,8 @@ def _stage_table(stages: list[StageReport]) -> list[str]:
                 _seconds(s.predicted_occupancy_s),
                 _seconds(s.median_exec_s),
                 _seconds(s.transfer_s),
-                f"{s.a0:.3g}",
-                f"{s.a1:.3g}",
+                "-" if s.a0 is None else f"{s.a0:.3g}",
+                "-" if s.a1 is None else f"{s.a1:.3g}",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]

@@ -7,7 +7,7 @@ from typing import Any
 
 from wire_daemon.runtime.replay import ReplayResult
 
-_POLICY_LABELS = {1: "p1", 2: "p2", 3: "p3", 4: "p4", 5: "p5", 9: "oracle"}
+_POLICY_LABELS = {1: "p1", 2: "p2", 3: "p3", 4: "p4", 5: "p5", 6: "prior-xform", 7: "prior-wf", 9: "oracle"}
 
 
 def format_decision(r: dict[str, Any]) -> str:
@@ -30,10 +30,29 @@ def format_decision(r: dict[str, Any]) -> str:
     if "cost_units" in r:
         parts.append(f"cost {r['cost_units']}")
     parts.append(r.get("rule", ""))
+    if r.get("estimates"):
+        parts.append(format_estimates(r))
     if preds:
         parts.append(f"predictions {preds}")
     parts.extend(r.get("notes") or [])
     return "; ".join(parts)
+
+
+def format_estimates(r: dict[str, Any]) -> str:
+    """The estimates of a policy that sees the whole run: end and units still to pay, per pool size.
+
+    The chosen size is in brackets; one instance either side shows what a
+    different choice would have meant.
+    """
+    chosen = r.get("planned")
+    cells = []
+    for e in r.get("estimates") or []:
+        cell = f"{e['size']}: ends {e['makespan_s']:.0f} s, +{e['cost_units']} units"
+        cells.append(f"[{cell}]" if e["size"] == chosen else cell)
+    text = "estimates " + " | ".join(cells)
+    if r.get("full_pool_makespan_s") is not None:
+        text += f" (full pool: {r['full_pool_makespan_s']:.0f} s)"
+    return text
 
 
 def format_table(results: dict[str, ReplayResult]) -> str:

@@ -6,9 +6,15 @@ Each record describes the interval that starts at its ``time`` and holds until
 the next record, so every series is drawn as a post-step line; the last step is
 extended by one interval (the median spacing) so it stays visible.
 
-``time`` is seconds: from the run's start in a replay, or Unix time for a live
-daemon. Both are drawn as elapsed time since the first record; for Unix times
-the axis label names the wall-clock start (UTC).
+``time`` is seconds: from the run's start in a replay or on the emulated
+site (virtual time), or Unix time for a daemon on a real submit host. The
+time axis shows wall-clock UTC times for the latter, and virtual time since
+the run started for the former, labelled as such. The operator's commands
+(pause, hold, ...) are drawn as vertical lines; the shutdown record ends the
+series.
+
+Bad input gets one line naming the file: a log with no decision record, an
+output that is not a ``.png``, a place that cannot be written.
 """
 
 from __future__ import annotations
@@ -22,15 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from wire_daemon.core.errors import InputError
+from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.extras import require
+from wire_daemon.service.wording import is_virtual
 
 log = logging.getLogger(__name__)
 
 FIGSIZE_IN = (12.0, 9.0)
 DPI = 100  # with FIGSIZE_IN: a 1200 x 900 pixel image
 _MAX_LABELLED_CHANGES = 40  # past this many launches (or releases), markers only
-_EPOCH_MIN_S = 1e9  # larger times are Unix timestamps (after 2001)
 _COLORS = {
     "pool": "#1f77b4",
     "target": "#ff7f0e",
@@ -115,37 +121,77 @@ def _peak(records: list[dict], key: str) -> float:
     return float(values.max()) if len(values) else 0.0
 
 
-def _time_axis(times: np.ndarray) -> tuple[np.ndarray, str]:
-    """Elapsed time in a readable unit, and the axis label."""
-    elapsed = times - times[0]
-    span = float(elapsed[-1]) if len(elapsed) else 0.0
-    scale, unit = (1.0, "s") if span <= 600 else (60.0, "min") if span <= 10 * 3600 else (3600.0, "h")
-    label = f"time since first decision ({unit})"
-    if times[0] >= _EPOCH_MIN_S:
-        start = datetime.fromtimestamp(times[0], tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        label += f", first decision at {start}"
-    return elapsed / scale, label
+def check_output(out: Path) -> Path:
+    """``--out``: a .png file name (the report is a PNG image)."""
+    if out.suffix.lower() != ".png":
+        raise ConfigError(f"--out {out}: the report is a PNG image; give a file name ending in .png")
+    return out
+
+
+class _Axis:
+    """Where each record's time goes on the x axis, and how the axis reads."""
+
+    def __init__(self, times: np.ndarray, virtual: bool) -> None:
+        self.virtual = virtual
+        self.t0 = float(times[0])
+        span = float(times[-1] - times[0]) if len(times) else 0.0
+        if virtual:
+            self.scale, unit = (1.0, "s") if span <= 600 else (60.0, "min") if span <= 10 * 3600 else (3600.0, "h")
+            self.label = f"virtual time since the run started ({unit}; the emulated site's clock, not the wall clock)"
+        else:
+            self.scale = 1.0 / 86400.0  # matplotlib dates: days
+            start = datetime.fromtimestamp(self.t0, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+            self.label = f"time (UTC; first decision {start})"
+
+    def __call__(self, t: np.ndarray | float) -> np.ndarray:
+        t = np.asarray(t, dtype=float)
+        if self.virtual:
+            return (t - self.t0) / self.scale
+        import matplotlib.dates as mdates
+
+        return np.asarray(t / 86400.0 + mdates.date2num(datetime(1970, 1, 1, tzinfo=UTC)))
+
+    def style(self, ax) -> None:
+        if self.virtual:
+            ax.set_xlim(left=0)
+            return
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator(tz=UTC)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))
 
 
 def _extended(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Append one more step so that the last value of a post-step line is drawn."""
-    step = float(np.median(np.diff(x))) if len(x) > 1 else 1.0
+    one_minute_in_days = 1.0 / 1440.0  # matplotlib dates are days
+    step = float(np.median(np.diff(x))) if len(x) > 1 else (one_minute_in_days if x[0] > 1e4 else 1.0)
     return np.append(x, x[-1] + step), np.append(y, y[-1])
 
 
 # -- drawing ----------------------------------------------------------------------------------
 
 
-def render_report(decisions: Iterable[dict], out_png: Path, title: str) -> Path:
-    """Draw the timeline of ``decisions`` into ``out_png`` (FIGSIZE_IN at DPI) and return its path."""
+def render_report(decisions: Iterable[dict], out_png: Path, title: str, source: Path | str | None = None) -> Path:
+    """Draw the timeline of ``decisions`` into ``out_png`` (FIGSIZE_IN at DPI) and return its path.
+
+    ``source`` names the log in the one-line error a log without decisions gets.
+    """
+    out_png = check_output(Path(out_png))
+    timed = sorted((r for r in decisions if isinstance(r.get("time"), (int, float))), key=lambda r: r["time"])
+    records = [r for r in timed if r.get("event") is None]
+    if not records:
+        raise InputError(
+            str(source or "the decisions"),
+            "no decision record to draw (not a decisions log of wire-daemon run or replay --decisions-out?)",
+        )
+    controls = [r for r in timed if r.get("event") == "control"]
     matplotlib = require("matplotlib", "plots", "wire-daemon report")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = sorted((r for r in decisions if isinstance(r.get("time"), (int, float))), key=lambda r: r["time"])
-    if not records:
-        raise ValueError("no decision records to draw")
-    x, xlabel = _time_axis(_series(records, "time"))
+    axis = _Axis(_series(records, "time"), is_virtual(records[0]))
+    x, xlabel = axis(_series(records, "time")), axis.label
     has_cost = any(isinstance(r.get("cost_units"), (int, float)) for r in records)
     fig, axes = plt.subplots(
         3 if has_cost else 2,
@@ -160,13 +206,26 @@ def render_report(decisions: Iterable[dict], out_png: Path, title: str) -> Path:
         _draw_tasks(axes[1], x, records)
         if has_cost:
             _draw_cost(axes[2], x, records)
-        _finish(fig, axes, xlabel, title, _subtitle(records))
-        out_png = Path(out_png)
-        out_png.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out_png, dpi=DPI)
+        _draw_controls(axes, axis, controls)
+        _finish(fig, axes, xlabel, title, _subtitle(records), axis)
+        try:
+            out_png.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(out_png, dpi=DPI)
+        except OSError as exc:
+            raise InputError(str(out_png), f"cannot write the report ({exc.strerror or exc})") from None
     finally:
         plt.close(fig)
     return out_png
+
+
+def _draw_controls(axes, axis: _Axis, controls: list[dict]) -> None:
+    """The operator's commands, as dotted vertical lines with the command's name."""
+    for r in controls:
+        xi = float(axis(r["time"]))
+        label = str(r.get("command", "operator")) + (f" {r['count']}" if r.get("command") == "hold" else "")
+        for ax in axes:
+            ax.axvline(xi, color="#555555", linestyle=":", linewidth=1.2)
+        axes[0].annotate(label, (xi, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top", fontsize=8)
 
 
 def _draw_pool(ax, x: np.ndarray, records: list[dict]) -> None:
@@ -259,13 +318,13 @@ def _integer_y(ax) -> None:
     ax.set_ylim(min(0.0, low), max(high * 1.1, 1.0))
 
 
-def _finish(fig, axes, xlabel: str, title: str, subtitle: str) -> None:
+def _finish(fig, axes, xlabel: str, title: str, subtitle: str, axis: _Axis) -> None:
     for ax in axes:
         ax.grid(True, alpha=0.3)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
         ax.tick_params(labelsize=10)
     axes[-1].set_xlabel(xlabel, fontsize=11)
-    axes[-1].set_xlim(left=0)
+    axis.style(axes[-1])
     fig.suptitle(title, fontsize=15, fontweight="bold", y=0.985)
     fig.text(0.5, 0.935, subtitle, ha="center", fontsize=11, color="#444444")
     fig.subplots_adjust(left=0.07, right=0.76, top=0.9, bottom=0.08, hspace=0.3)

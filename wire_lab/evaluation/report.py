@@ -30,6 +30,7 @@ COLORS = {
     "reactive-conserving": "#ff7f0e",
     "pfa": "#2ca02c",
     "oracle": "#9467bd",
+    "target-slowdown": "#17becf",
 }
 
 

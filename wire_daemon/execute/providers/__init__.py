@@ -34,6 +34,11 @@ class ProviderSpec:
         self.require_sdk()
         return self._load(self.driver)
 
+    def probe_function(self) -> Any:
+        """``probe(config, ownership, token)``: read-only calls, one ``ProbeCheck`` each."""
+        self.require_sdk()
+        return self._load("probe")
+
     def require_sdk(self) -> None:
         require(self.sdk, self.extra, f"cloud.kind {self.name}")
 

@@ -197,3 +197,36 @@ class CloudDriver(ABC):
         if len(raw) > limit:
             raise CloudConfigError(self.provider, "launch", f"user-data is {len(raw)} bytes; the limit is {limit}")
         return raw
+
+
+# -- the cloud probe (``wire-daemon check-config --probe``) ----------------------------
+
+WORKS, DENIED, NOT_FOUND, PROBE_FAILED = "works", "denied", "not found", "failed"
+
+
+@dataclass(frozen=True)
+class ProbeCheck:
+    """One read-only call made with the configured credentials, and what the cloud said."""
+
+    call: str  # "ec2 DescribeImages"
+    subject: str  # what it asked about: "image ami-0123..."
+    outcome: str  # works | denied | not found | failed
+    detail: str = ""
+    needed_by: str = "the daemon"  # who needs the permission: the daemon, the workers, or only this probe
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == WORKS
+
+    def line(self) -> str:
+        detail = f": {self.detail}" if self.detail else ""
+        return f"{self.call} ({self.subject}): {self.outcome}{detail}"
+
+
+@dataclass(frozen=True)
+class TokenReference:
+    """Where the workers' pool token is kept (``cloud.worker``): probed for its metadata, never read."""
+
+    delivery: str  # ssm | secretsmanager | barbican | file | inline
+    source: str
+    region: str = ""

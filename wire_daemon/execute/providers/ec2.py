@@ -14,20 +14,28 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlparse
 
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
 from wire_daemon.execute.providers.base import (
+    DENIED,
+    NOT_FOUND,
+    PROBE_FAILED,
     TAG_DAEMON,
     TAG_POOL,
     TAG_REQUEST,
+    WORKS,
     CloudDriver,
     Ownership,
+    ProbeCheck,
+    TokenReference,
     slots_from,
 )
 from wire_daemon.execute.providers.retry import Retrier
@@ -72,11 +80,62 @@ class Ec2Config:
         for key in ("region", "image_id", "instance_type"):
             if not getattr(self, key):
                 raise ConfigError(f"cloud.ec2.{key} is required")
+        check_endpoint(self.endpoint_url)
+        check_region(self.region, custom_endpoint=bool(self.endpoint_url))
         if self.slots_per_instance < 1:
             raise ConfigError(f"cloud.ec2.slots_per_instance must be >= 1 (got {self.slots_per_instance!r})")
         if any(k.startswith("wire:") or k.startswith("aws:") for k in self.extra_tags):
             raise ConfigError("cloud.ec2.extra_tags must not use the reserved prefixes 'wire:' or 'aws:'")
         return self
+
+
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+
+
+def check_endpoint(url: str) -> None:
+    """``cloud.ec2.endpoint_url``: an http(s) URL with a host, or nothing (found at the first call otherwise)."""
+    if not url:
+        return
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(f"cloud.ec2.endpoint_url must be an http:// or https:// URL with a host (got {url!r})")
+    try:
+        parsed.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise ConfigError(f"cloud.ec2.endpoint_url has a bad port (got {url!r})") from None
+
+
+def check_region(region: str, custom_endpoint: bool = False) -> None:
+    """``cloud.ec2.region``: a region name, and one botocore knows unless an endpoint is given.
+
+    A wrong region fails only at the first call, in the middle of a run;
+    here it fails at ``check-config``. Without botocore (a core install)
+    only the form is checked.
+    """
+    if not _REGION.match(region):
+        raise ConfigError(f"cloud.ec2.region is not an AWS region name like us-east-1 (got {region!r})")
+    if custom_endpoint:
+        return
+    known = known_regions()
+    if known and region not in known:
+        raise ConfigError(
+            f"cloud.ec2.region {region!r} is not an EC2 region botocore knows "
+            "(a region newer than this botocore needs an upgrade: pip install -U boto3)"
+        )
+
+
+def known_regions() -> set[str]:
+    """Every EC2 region of every partition botocore knows; empty without botocore."""
+    try:
+        import botocore.session
+    except ImportError:
+        return set()
+    session = botocore.session.get_session()
+    return {
+        region
+        for partition in session.get_available_partitions()
+        for region in session.get_available_regions("ec2", partition_name=partition)
+    }
 
 
 def make_client(config: Ec2Config) -> Any:
@@ -315,3 +374,203 @@ def map_error(exc: Exception, operation: str) -> CloudError:
     else:
         kind = "unknown"
     return CloudError.of_kind(kind)("ec2", operation, f"{type(exc).__name__}: {exc}")
+
+
+# -- the probe ------------------------------------------------------------------
+
+
+def probe(
+    config: Ec2Config,
+    ownership: Ownership,
+    token: TokenReference | None = None,
+    client: Any | None = None,
+    ssm: Any | None = None,
+) -> list[ProbeCheck]:
+    """Read-only calls with the configured credentials: one ``ProbeCheck`` each.
+
+    DescribeInstances (this pool's tag), DescribeImages, DescribeSubnets,
+    DescribeSecurityGroups and DescribeKeyPairs for what the config names,
+    RunInstances with DryRun (it launches nothing, and checks the launch
+    permission with this pool's tags), and the pool token's metadata
+    (SSM DescribeParameters or Secrets Manager DescribeSecret: never its value).
+    """
+    config = config.validate()
+    try:
+        ec2 = client if client is not None else make_client(config)
+    except Exception as exc:  # noqa: BLE001 - e.g. no region: one line, not a traceback
+        return [ProbeCheck("ec2", "client", PROBE_FAILED, str(map_error(exc, "probe")))]
+    checks = [
+        _check(
+            "ec2 DescribeInstances",
+            f"instances tagged {TAG_POOL}={ownership.pool}",
+            lambda: ec2.describe_instances(
+                Filters=[{"Name": f"tag:{TAG_POOL}", "Values": [ownership.pool]}], MaxResults=5
+            ),
+            lambda r: f"{sum(len(x.get('Instances', [])) for x in r.get('Reservations', []))} found",
+        ),
+        _check(
+            "ec2 DescribeImages",
+            f"image {config.image_id}",
+            lambda: ec2.describe_images(ImageIds=[config.image_id]),
+            _image_summary,
+            needed_by="this probe",
+        ),
+    ]
+    if config.subnet_id:
+        checks.append(
+            _check(
+                "ec2 DescribeSubnets",
+                f"subnet {config.subnet_id}",
+                lambda: ec2.describe_subnets(SubnetIds=[config.subnet_id]),
+                lambda r: ", ".join(
+                    f"{s.get('AvailabilityZone', '?')}, VPC {s.get('VpcId', '?')}" for s in r["Subnets"]
+                ),
+                needed_by="this probe",
+            )
+        )
+    if config.security_group_ids:
+        checks.append(
+            _check(
+                "ec2 DescribeSecurityGroups",
+                f"security group(s) {', '.join(config.security_group_ids)}",
+                lambda: ec2.describe_security_groups(GroupIds=list(config.security_group_ids)),
+                lambda r: f"{len(r.get('SecurityGroups', []))} found",
+                needed_by="this probe",
+            )
+        )
+    if config.key_name:
+        checks.append(
+            _check(
+                "ec2 DescribeKeyPairs",
+                f"key pair {config.key_name}",
+                lambda: ec2.describe_key_pairs(KeyNames=[config.key_name]),
+                lambda r: "found",
+                needed_by="this probe",
+            )
+        )
+    driver = Ec2Driver(config, ownership, "", client=ec2)
+    args = driver._run_args(1, "probe-dry-run", "")
+    del args["ClientToken"], args["UserData"]
+    checks.append(
+        _check(
+            "ec2 RunInstances",
+            f"dry run of one {config.instance_type} tagged for pool {ownership.pool}",
+            lambda: ec2.run_instances(DryRun=True, **args),
+            lambda r: "allowed (nothing launched)",
+        )
+    )
+    if token is not None:
+        checks.extend(_probe_token(config, token, ssm))
+    return checks
+
+
+def _probe_token(config: Ec2Config, token: TokenReference, ssm: Any | None) -> list[ProbeCheck]:
+    if token.delivery not in ("ssm", "secretsmanager"):
+        return []
+    import boto3
+    from botocore.config import Config
+
+    service = token.delivery
+    try:
+        client = ssm or boto3.session.Session().client(
+            service,
+            region_name=token.region or config.region,
+            endpoint_url=config.endpoint_url or None,
+            config=Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=30),
+        )
+    except Exception as exc:  # noqa: BLE001
+        return [ProbeCheck(service, "client", PROBE_FAILED, str(map_error(exc, "probe")))]
+    if service == "secretsmanager":
+        return [
+            _check(
+                "secretsmanager DescribeSecret",
+                f"pool token secret {token.source} (metadata only)",
+                lambda: client.describe_secret(SecretId=token.source),
+                lambda r: f"found: {r.get('Name', token.source)}",
+                needed_by="the workers (their instance role)",
+            )
+        ]
+    name = _parameter_name(token.source)
+
+    def describe() -> Any:
+        reply = client.describe_parameters(ParameterFilters=[{"Key": "Name", "Option": "Equals", "Values": [name]}])
+        if not reply.get("Parameters"):
+            raise _NotFound(f"no SSM parameter named {name}")
+        return reply
+
+    return [
+        _check(
+            "ssm DescribeParameters",
+            f"pool token parameter {name} (metadata only)",
+            describe,
+            lambda r: f"found: {r['Parameters'][0].get('Type', '?')}, version {r['Parameters'][0].get('Version', '?')}",
+            needed_by="the workers (their instance role)",
+        )
+    ]
+
+
+class _NotFound(Exception):
+    pass
+
+
+def _parameter_name(source: str) -> str:
+    """An SSM parameter's name from a name or an ARN (``arn:aws:ssm:...:parameter/wire/x`` is ``/wire/x``)."""
+    if source.startswith("arn:"):
+        tail = source.split(":parameter", 1)[-1]
+        return tail if tail.startswith("/") and tail.count("/") > 1 else tail.lstrip("/")
+    return source
+
+
+def _image_summary(reply: dict[str, Any]) -> str:
+    images = reply.get("Images", [])
+    if not images:
+        raise _NotFound("no such image visible to this account")
+    image = images[0]
+    return f"{image.get('Name', '?')} ({image.get('State', '?')})"
+
+
+def _check(
+    call: str,
+    subject: str,
+    fn: Callable[[], Any],
+    summary: Callable[[Any], str],
+    needed_by: str = "the daemon",
+) -> ProbeCheck:
+    try:
+        reply = fn()
+        return ProbeCheck(call, subject, WORKS, summary(reply), needed_by)
+    except _NotFound as exc:
+        return ProbeCheck(call, subject, NOT_FOUND, str(exc), needed_by)
+    except Exception as exc:  # noqa: BLE001 - every answer becomes one line
+        outcome, detail = _outcome(exc)
+        return ProbeCheck(call, subject, outcome, detail, needed_by)
+
+
+def _outcome(exc: Exception) -> tuple[str, str]:
+    from botocore import exceptions as bx
+
+    if isinstance(exc, bx.ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", "Unknown"))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        message = _short(str(error.get("Message", "")) or code)
+        if code == "DryRunOperation":
+            return WORKS, "allowed (nothing launched)"
+        kind = kind_of_code(code, status)
+        if kind == "auth" or status == 403:
+            return DENIED, f"{code}: {message}" if code != str(status) else f"HTTP {status}"
+        if "NotFound" in code or kind == "not_found":
+            return NOT_FOUND, f"{code}: {message}"
+        return PROBE_FAILED, f"{code}: {message}"
+    error = map_error(exc, "probe")
+    if error.kind == "auth":
+        return DENIED, _short(str(error))
+    if error.kind == "transient":
+        return PROBE_FAILED, "unreachable: " + _short(str(error))
+    return PROBE_FAILED, _short(str(error))
+
+
+def _short(text: str) -> str:
+    """One line: the first line of a message, XML wrappers dropped."""
+    found = re.search(r"<Message>(.*?)</Message>", text, re.S)
+    return CloudError.clean(found.group(1) if found else text)

@@ -30,10 +30,17 @@ from typing import Any
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
 from wire_daemon.execute.providers.base import (
+    DENIED,
+    NOT_FOUND,
+    PROBE_FAILED,
     TAG_INDEX,
+    TAG_POOL,
     TAG_REQUEST,
+    WORKS,
     CloudDriver,
     Ownership,
+    ProbeCheck,
+    TokenReference,
     slots_from,
 )
 from wire_daemon.execute.providers.retry import Retrier
@@ -78,7 +85,39 @@ class OpenStackConfig:
                 raise ConfigError(f"cloud.openstack.{key} is required")
         if self.slots_per_instance < 1:
             raise ConfigError(f"cloud.openstack.slots_per_instance must be >= 1 (got {self.slots_per_instance!r})")
+        check_cloud_entry(self.cloud, self.region_name)
         return self
+
+
+def check_cloud_entry(cloud: str, region_name: str) -> None:
+    """``cloud.openstack.cloud`` names a clouds.yaml entry that exists, and ``region_name`` one of its regions.
+
+    Both would fail only at the first call otherwise. Without openstacksdk
+    (a core install) nothing is checked here.
+    """
+    if not cloud:
+        return
+    try:
+        from openstack import config as os_config
+        from openstack import exceptions as sdk
+    except ImportError:
+        return
+    try:
+        loader = os_config.OpenStackConfig()
+        entry = loader.get_one(cloud=cloud)
+    except (sdk.ConfigException, KeyError) as exc:
+        raise ConfigError(
+            f"cloud.openstack.cloud {cloud!r} is not an entry of clouds.yaml "
+            f"(looked in: {', '.join(getattr(loader, '_config_files', []) or ['the default places'])}): {exc}"
+        ) from None
+    if not region_name or entry is None:
+        return
+    try:
+        loader.get_one(cloud=cloud, region_name=region_name)
+    except sdk.ConfigException as exc:
+        raise ConfigError(
+            f"cloud.openstack.region_name {region_name!r} is not a region of cloud {cloud!r}: {exc}"
+        ) from None
 
 
 def make_connection(config: OpenStackConfig) -> Any:
@@ -344,3 +383,80 @@ def _find_message(body: Any) -> str:
             if found:
                 return found
     return ""
+
+
+# -- the probe ------------------------------------------------------------------
+
+
+def probe(
+    config: OpenStackConfig, ownership: Ownership, token: TokenReference | None = None, connection: Any | None = None
+) -> list[ProbeCheck]:
+    """Read-only calls with the configured credentials: servers list, image, flavor, network.
+
+    The pool token (a Barbican secret) is read by the workers with their own
+    application credential, not the daemon's: it is not probed.
+    """
+    config = config.validate()
+    try:
+        conn = connection if connection is not None else make_connection(config)
+    except Exception as exc:  # noqa: BLE001 - an incomplete clouds.yaml: one line
+        return [ProbeCheck("openstack", "connection", PROBE_FAILED, str(map_error(exc, "probe")))]
+
+    def servers() -> str:
+        ours = [s for s in conn.compute.servers(details=True) if ownership.owns(dict(s.metadata or {}))]
+        return f"{len(ours)} of this pool ({TAG_POOL}={ownership.pool})"
+
+    def image() -> str:
+        found = conn.image.get_image(config.image_id)
+        return f"{found.name or found.id} ({found.status})"
+
+    def flavor() -> str:
+        from openstack.exceptions import NotFoundException
+
+        try:
+            found = conn.compute.find_flavor(config.flavor, ignore_missing=False)
+        except NotFoundException:
+            raise _NotFound(f"no flavor named or with id {config.flavor!r}") from None
+        return f"{found.name}: {found.vcpus} vCPU, {found.ram} MB"
+
+    def network() -> str:
+        found = conn.network.get_network(config.network_id)
+        return f"{found.name or found.id} ({found.status})"
+
+    checks = [
+        _check("nova GET /servers/detail", "list the project's servers", servers),
+        _check("glance GET /v2/images/{id}", f"image {config.image_id}", image, "this probe"),
+        _check("nova GET /flavors", f"flavor {config.flavor}", flavor),
+        _check("neutron GET /v2.0/networks/{id}", f"network {config.network_id}", network, "this probe"),
+    ]
+    if token is not None and token.delivery == "barbican":
+        checks.append(
+            ProbeCheck(
+                "barbican",
+                f"pool token secret {token.source}",
+                "not probed",
+                "the workers read it with their own application credential",
+                "the workers",
+            )
+        )
+    return checks
+
+
+class _NotFound(Exception):
+    pass
+
+
+def _check(call: str, subject: str, fn: Callable[[], str], needed_by: str = "the daemon") -> ProbeCheck:
+    try:
+        return ProbeCheck(call, subject, WORKS, fn(), needed_by)
+    except _NotFound as exc:
+        return ProbeCheck(call, subject, NOT_FOUND, str(exc), needed_by)
+    except Exception as exc:  # noqa: BLE001 - every answer becomes one line
+        error = map_error(exc, "probe")
+        detail = error.detail
+        if error.kind == "auth":
+            return ProbeCheck(call, subject, DENIED, detail, needed_by)
+        if error.kind == "not_found":
+            return ProbeCheck(call, subject, NOT_FOUND, detail, needed_by)
+        prefix = "unreachable: " if error.kind == "transient" else ""
+        return ProbeCheck(call, subject, PROBE_FAILED, prefix + detail, needed_by)

@@ -1,0 +1,373 @@
+"""Issue 12: the makespan model, the dispatch learner, distribution-aware predictions, the knob, a replay."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wire_daemon.analyze.dispatch import DispatchLearner
+from wire_daemon.analyze.distribution import DistributionPredictor, Spread
+from wire_daemon.cli.main import main
+from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
+from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.instances import RUNNING, Instance
+from wire_daemon.core.run_state import RunState
+from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.emulated.traces import load_trace
+from wire_daemon.plan.makespan import LevelModel, PoolMember, Slots, plan_instances, top_down_levels
+from wire_daemon.plan.slowdown import SlowdownPolicy
+from wire_daemon.ports.prediction import (
+    POLICY_PRIOR_TRANSFORMATION,
+    POLICY_PRIOR_WORKFLOW,
+    POLICY_STAGE_MEDIAN,
+    DispatchEstimate,
+    Prediction,
+)
+from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
+from wire_daemon.runtime.replay import replay
+from wire_daemon.runtime.settings import Settings
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _events(*items: tuple) -> list[TaskEvent]:
+    out = []
+    for item in items:
+        time, kind, task = item[:3]
+        extra = dict(item[3]) if len(item) > 3 else {}
+        out.append(TaskEvent(float(time), kind, task, **extra))
+    return out
+
+
+def _no_dispatch(n_stages: int, latency: float = 0.0) -> DispatchEstimate:
+    return DispatchEstimate(np.zeros(n_stages), 0.0, latency, 0.0, observations=1, gap_observations=1)
+
+
+# -- the level-based model -----------------------------------------------------------------------
+
+# The worked example of the makespan-model paper (its Fig. 1): eight tasks, runtimes below; with
+# top-down levels the estimate is 13 + 14.5 + 12 + 10 + 11 = 60.5 on 2 slots and 59 on 4.
+PAPER_RUNTIMES = {"t0": 13, "t1": 9, "t2": 13, "t3": 7, "t4": 9, "t5": 12, "t6": 10, "t7": 11}
+PAPER_PARENTS = {"t1": ("t0",), "t2": ("t0",), "t3": ("t0",), "t4": ("t1", "t2"), "t5": ("t3",)}
+PAPER_PARENTS |= {"t6": ("t4",), "t7": ("t5", "t6")}
+
+
+def _paper_dag():
+    specs = [TaskSpec(t, t, PAPER_PARENTS.get(t, ()), runtime_s=float(r)) for t, r in PAPER_RUNTIMES.items()]
+    return build_workflow("paper", "fig1", specs)
+
+
+def _truth_prediction(wf, values: np.ndarray) -> Prediction:
+    v = values.astype(float)
+    return Prediction(v.copy(), v.copy(), v.copy(), np.full(wf.n_tasks, 3, dtype=np.int8), v.copy(), v.copy())
+
+
+def test_top_down_levels_follow_the_longest_path_from_an_entry():
+    wf = _paper_dag()
+    levels = dict(zip(wf.task_ids, top_down_levels(wf).tolist()))
+    assert levels == {"t0": 0, "t1": 1, "t2": 1, "t3": 1, "t4": 2, "t5": 2, "t6": 3, "t7": 4}
+
+
+@pytest.mark.parametrize("slots, expected", [(2, 60.5), (4, 59.0)])
+def test_the_level_model_reproduces_the_papers_worked_example(slots, expected):
+    wf = _paper_dag()
+    state = RunState(wf)
+    model = LevelModel(wf)
+    prediction = _truth_prediction(wf, wf.runtime_s)
+    dispatch = _no_dispatch(len(wf.stages))
+    levels = model.remaining(state, prediction, dispatch)
+    schedule = model.schedule(levels, 0.0, [Slots(0.0, slots)], 1, latency_s=0.0)
+    assert schedule.end == pytest.approx(expected)
+    assert model.full_pool(state, prediction, dispatch, slots, now=0.0) == pytest.approx(expected)
+
+
+def test_a_level_waits_for_slots_that_are_still_booting():
+    wf = build_workflow("w", "t", [TaskSpec(f"a{i}", "a", runtime_s=100.0) for i in range(8)])
+    state = RunState(wf)
+    model = LevelModel(wf)
+    levels = model.remaining(state, _truth_prediction(wf, wf.runtime_s), _no_dispatch(1))
+    # 800 s of work, 2 slots now and 6 more from t = 100: 200 s done by then, the rest at 8 slots.
+    schedule = model.schedule(levels, 0.0, [Slots(0.0, 2), Slots(100.0, 6)], 2, latency_s=0.0)
+    assert schedule.end == pytest.approx(100.0 + 600.0 / 8)
+    assert schedule.instances_used.tolist() == [4]
+
+
+def test_each_unsubmitted_level_pays_the_level_latency_and_dispatch_gaps_count_as_work():
+    wf = build_workflow("w", "t", [TaskSpec("a", "a"), TaskSpec("b", "b", ("a",)), TaskSpec("c", "c", ("b",))])
+    state = RunState(wf)
+    model = LevelModel(wf)
+    zero = _truth_prediction(wf, np.zeros(3))
+    dispatch = DispatchEstimate(np.array([4.0, 4.0, 4.0]), 4.0, 1.0, 2.5, observations=3, gap_observations=3)
+    levels = model.remaining(state, zero, dispatch)
+    schedule = model.schedule(levels, 0.0, [Slots(0.0, 4)], 4, latency_s=dispatch.level_latency_s)
+    assert schedule.end == pytest.approx(3 * (3.5 + 4.0))  # three levels: latency, then one 4-s gap of work
+
+
+def test_paid_units_are_free_and_an_idle_gap_longer_than_a_comeback_lets_an_instance_go():
+    from wire_daemon.core.billing import Billing
+    from wire_daemon.plan.makespan import Schedule
+
+    billing = Billing(3600.0)
+    now = 1000.0
+    paid = PoolMember("i-1", 4, now, now + 2600.0, 0.0)  # launched at 0: paid until 3600
+    busy = Schedule(3000.0, np.array([now]), np.array([3000.0]), np.array([1]))
+    assert plan_instances([paid], busy, billing, now, 180.0, 180.0).cost_units == 0  # within its paid unit
+    longer = Schedule(5000.0, np.array([now]), np.array([5000.0]), np.array([1]))
+    assert plan_instances([paid], longer, billing, now, 180.0, 180.0).cost_units == 1
+    # Needed now and again at 20000: it goes at the end of its unit and comes back for one unit.
+    gap = Schedule(20500.0, np.array([now, 20000.0]), np.array([1100.0, 20500.0]), np.array([1, 1]))
+    assert plan_instances([paid], gap, billing, now, 180.0, 180.0).cost_units == 1
+    # A new instance pays from its launch, boot included; launched now only if needed before a later one boots.
+    new = PoolMember("new", 4, now + 180.0, now, now)
+    soon = Schedule(1500.0, np.array([now + 180.0]), np.array([1500.0]), np.array([2]))
+    plan = plan_instances([paid, new], soon, billing, now, 180.0, 180.0)
+    assert (plan.launch_now, plan.cost_units) == (1, 1)
+    later = Schedule(9000.0, np.array([8000.0]), np.array([9000.0]), np.array([2]))
+    assert plan_instances([paid, new], later, billing, now, 180.0, 180.0).launch_now == 0
+
+
+# -- the dispatch learner ------------------------------------------------------------------------
+
+
+def test_the_dispatch_learner_measures_slot_gaps_start_and_submit_latencies():
+    specs = [TaskSpec("a", "x"), TaskSpec("b", "x"), TaskSpec("c", "y", ("a",))]
+    wf = build_workflow("w", "t", specs)
+    state = RunState(wf)
+    learner = DispatchLearner(wf, prior_s=2.0)
+    before = learner.estimate()
+    assert (before.default_gap_s, before.start_latency_s, before.gap_observations) == (2.0, 1.0, 0)
+    E = EventKind
+    state.apply_all(
+        _events(
+            (0, E.SUBMITTED, "a"),
+            (0, E.SUBMITTED, "b"),
+            (3, E.STARTED, "a", {"host": "h1"}),  # a slot of a new host: says nothing
+            (10, E.FINISHED, "a", {"host": "h1", "exec_runtime_s": 7.0}),
+            (14, E.STARTED, "b", {"host": "h1"}),  # b waited since 0 while the slot was free from 10: gap 4
+            (11, E.SUBMITTED, "c"),  # 1 s after its parent a ended: submit latency 1
+            (20, E.FINISHED, "b", {"host": "h1", "exec_runtime_s": 6.0}),
+            (22, E.STARTED, "c", {"host": "h1"}),  # the slot freed at 20, after c's submit: a gap of 2
+        )
+    )
+    learner.update(state, 25.0)
+    est = learner.estimate()
+    stage_x = wf.stage_of[wf.index_of("a")]
+    assert est.gap_s[stage_x] != est.gap_s[stage_x] or est.gap_s[stage_x] == pytest.approx(3.0)  # < 3 per stage
+    assert est.default_gap_s == pytest.approx((4.0 + 2.0) / 2)
+    assert est.submit_latency_s == pytest.approx(1.0)
+    assert est.gap_observations == 2
+
+
+def test_the_dispatch_learner_sees_the_negotiation_cycle_of_the_emulated_site():
+    from wire_daemon.emulated.site import EmulatedSite
+
+    wf = load_trace(DATA / "traces" / "seismology-chameleon-300p-001.json.gz")
+    site = EmulatedSite(wf, EmulationConfig(), 4, SteeringConfig().billing)
+    state = RunState(wf)
+    learner = DispatchLearner(wf, prior_s=0.0)
+    for now in (180.0, 360.0, 540.0):
+        site.advance_to(now)
+        state.apply_all(site.poll_events())
+        learner.update(state, now)
+    assert state.is_finished()
+    est = learner.estimate()
+    # Half-second jobs and a 5-s negotiation cycle: a slot waits about 4.5 s between two of them.
+    assert 4.0 <= est.default_gap_s <= 5.0
+    assert est.submit_latency_s == pytest.approx(1.0)  # DAGMan's submit delay in the emulated site
+
+
+# -- distribution-aware predictions and priors ---------------------------------------------------
+
+
+def test_a_spread_gives_quantiles_and_remaining_times_conditioned_on_the_elapsed_time():
+    spread = Spread()
+    spread.add(np.arange(1.0, 11.0))  # 1 .. 10 s
+    assert (spread.median, spread.mean) == (5.5, 5.5)
+    assert spread.p90 == pytest.approx(9.1)
+    med, mean, p90 = spread.conditional(np.zeros(2), np.array([6.5, 20.0]))
+    assert med[0] == pytest.approx(8.5 - 6.5)  # the samples still running at 6.5 s: 7, 8, 9, 10
+    assert mean[0] == pytest.approx(8.5 - 6.5)
+    assert med[1] == pytest.approx(0.5 * 20.0) and p90[1] == pytest.approx(20.0)  # past every measurement
+
+
+def _stage_workflow():
+    specs = [TaskSpec(f"a{i}", "align", input_bytes=100) for i in range(10)]
+    specs += [TaskSpec(f"b{i}", "sort", (f"a{i}",)) for i in range(10)]
+    specs += [TaskSpec(f"c{i}", "align", (f"b{i}",), input_bytes=100) for i in range(10)]  # align again: own stage
+    return build_workflow("w", "t", specs)
+
+
+def _run(state: RunState, task: str, start: float, end: float, host: str = "h") -> None:
+    E = EventKind
+    state.apply_all(
+        _events(
+            (start, E.SUBMITTED, task),
+            (start, E.STARTED, task, {"host": host}),
+            (end, E.FINISHED, task, {"host": host, "exec_runtime_s": end - start}),
+        )
+    )
+
+
+def test_unmeasured_stages_borrow_a_prior_instead_of_zero():
+    wf = _stage_workflow()
+    state = RunState(wf)
+    predictor = DistributionPredictor(wf, PredictionConfig())
+    for i in range(10):
+        _run(state, f"a{i}", 0.0, 20.0 + i)
+    predictor.update(state, 40.0)
+    out = predictor.predict(state, 40.0)
+    b, c = wf.index_of("b0"), wf.index_of("c0")
+    assert out.policy[c] == POLICY_PRIOR_TRANSFORMATION  # align measured in another stage
+    assert out.exec_s[c] == pytest.approx(24.5)
+    assert out.policy[b] == POLICY_PRIOR_WORKFLOW  # nothing like "sort" measured: the workflow's tasks
+    assert out.remaining_mean_s is not None and out.remaining_mean_s[b] == pytest.approx(24.5)
+
+
+def test_measured_stages_give_a_point_a_mean_and_a_90th_percentile():
+    wf = _stage_workflow()
+    state = RunState(wf)
+    predictor = DistributionPredictor(wf, PredictionConfig())
+    times = [2, 2, 2, 2, 2, 3, 3, 3, 4, 20]  # skewed: the mean is above the median
+    for i, t in enumerate(times[:9]):
+        _run(state, f"a{i}", 0.0, float(t))
+    predictor.update(state, 25.0)
+    out = predictor.predict(state, 25.0)
+    last = wf.index_of("a9")
+    assert out.policy[last] == POLICY_STAGE_MEDIAN
+    assert out.exec_s[last] == pytest.approx(2.0)
+    assert out.remaining_mean_s is not None and out.remaining_p90_s is not None
+    assert out.remaining_mean_s[last] == pytest.approx(np.mean(times[:9]))
+    assert out.remaining_p90_s[last] == pytest.approx(np.quantile(times[:9], 0.9))
+
+
+def test_a_long_skewed_stage_is_predicted_for_the_relative_error_the_paper_measures():
+    wf = build_workflow("w", "t", [TaskSpec(f"a{i}", "a") for i in range(12)])
+    state = RunState(wf)
+    predictor = DistributionPredictor(wf, PredictionConfig())
+    times = [1.0, 1.0, 1.0, 1.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0]  # mean 60.4 s: a long stage
+    for i, t in enumerate(times):
+        _run(state, f"a{i}", 0.0, t)
+    predictor.update(state, 200.0)
+    out = predictor.predict(state, 200.0)
+    assert out.exec_s[wf.index_of("a11")] == pytest.approx(1.0)  # the 1/t-weighted median, not 100
+    assert out.remaining_mean_s is not None and out.remaining_mean_s[wf.index_of("a11")] == pytest.approx(60.4)
+
+
+# -- the knob ------------------------------------------------------------------------------------
+
+
+def _wide_state(n: int = 200, runtime: float = 600.0):
+    wf = build_workflow("w", "t", [TaskSpec(f"a{i}", "a", runtime_s=runtime) for i in range(n)])
+    state = RunState(wf)
+    E = EventKind
+    events = [(0.0, E.SUBMITTED, f"a{i}") for i in range(n)]
+    events += [(0.0, E.STARTED, f"a{i}", {"host": "i-1"}) for i in range(4)]
+    events += [(0.0 + runtime, E.FINISHED, f"a{i}", {"host": "i-1", "exec_runtime_s": runtime}) for i in range(4)]
+    events += [(runtime, E.STARTED, f"a{i}", {"host": "i-1"}) for i in range(4, 8)]
+    state.apply_all(_events(*events))
+    return wf, state
+
+
+@pytest.mark.parametrize("u", [60.0, 3600.0])
+def test_a_looser_target_never_asks_for_a_bigger_pool(u):
+    sizes = []
+    for target in (1.0, 1.5, 3.0, 10.0):
+        wf, state = _wide_state()
+        steering = SteeringConfig(charging_unit_s=u, target_slowdown=target)
+        policy = SlowdownPolicy(DistributionPredictor(wf, PredictionConfig()), DispatchLearner(wf, 2.0), steering)
+        pool = [Instance("i-1", -180.0, 4, RUNNING)]
+        plan = policy.plan(700.0, state, pool, state.idle_in_queue_order())
+        sizes.append(plan.decision.target)
+        assert [e.size for e in plan.estimates] == sorted(e.size for e in plan.estimates)
+        assert any(e.size == plan.decision.planned for e in plan.estimates)
+    assert sizes == sorted(sizes, reverse=True)
+    assert sizes[0] == 12 and sizes[-1] < 12  # 196 ten-minute tasks: fast means the whole site
+
+
+def test_the_target_is_validated():
+    with pytest.raises(Exception, match="target_slowdown"):
+        SteeringConfig(target_slowdown=0.9).validate()
+
+
+# -- replays -------------------------------------------------------------------------------------
+
+
+def test_target_slowdown_is_the_default_policy():
+    assert DEFAULT_POLICY == "target-slowdown" and DEFAULT_POLICY in POLICY_NAMES
+    assert Settings().policy == DEFAULT_POLICY
+
+
+def test_a_replay_on_the_bundled_trace_records_its_estimates(tmp_path, capsys):
+    out = tmp_path / "decisions.jsonl"
+    assert main(["replay", "--time-scale", "20", "--charging-unit", "1", "--verbose", "--decisions-out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "== decisions: target-slowdown ==" in text and "estimates " in text and "full pool:" in text
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records and all(r["policy"] == "target-slowdown" for r in records)
+    for r in records:
+        if r["done"] < 103:
+            sizes = [e["size"] for e in r["estimates"]]
+            assert r["planned"] in sizes and all(abs(s - r["planned"]) <= 1 for s in sizes)
+            assert all(e["makespan_s"] >= r["time"] and e["cost_units"] >= 0 for e in r["estimates"])
+            assert r["full_pool_makespan_s"] > 0
+
+
+def test_wire_records_keep_their_old_fields_only(tmp_path):
+    out = tmp_path / "wire.jsonl"
+    assert main(["replay", "--policy", "wire", "--decisions-out", str(out)]) == 0
+    for line in out.read_text().splitlines():
+        record = json.loads(line)
+        assert "estimates" not in record and "full_pool_makespan_s" not in record
+
+
+def test_many_short_tasks_make_the_pool_grow():
+    # 300 half-second jobs: WIRE sees no load and stays on one instance; counting the dispatch, the pool grows.
+    wf = load_trace(DATA / "traces" / "seismology-chameleon-300p-001.json.gz")
+    config = ReplayConfig(steering=SteeringConfig(charging_unit_s=60.0)).validate()
+    ours = replay(wf, "target-slowdown", config)
+    wire = replay(wf, "wire", config)
+    assert ours.peak_instances > 1 and wire.peak_instances == 1
+    assert ours.makespan_s < 0.6 * wire.makespan_s
+
+
+def test_a_replay_on_a_real_trace_finishes_without_killing_work_twice():
+    wf = load_trace(DATA / "srasearch-chameleon-30a-001.json")
+    steering = SteeringConfig(charging_unit_s=900.0)
+    config = ReplayConfig(steering=steering, emulation=EmulationConfig(time_scale=10.0)).validate()
+    result = replay(wf, "target-slowdown", config)
+    full = replay(wf, "full-site", config)
+    assert result.cost_units < full.cost_units
+    assert result.makespan_s <= 1.5 * full.makespan_s
+    assert result.restarts <= 2
+    loose = replay(wf, "target-slowdown", replace(config, steering=replace(steering, target_slowdown=2.0)))
+    assert loose.cost_units <= result.cost_units
+    assert math.isfinite(loose.makespan_s)
+
+
+def test_status_and_the_decisions_command_say_the_estimates(tmp_path, capsys):
+    from wire_daemon.runtime.settings import load_settings
+    from wire_daemon.service.daemon import Daemon
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"""
+site: {{kind: emulated, speedup: 1000000}}
+emulation: {{time_scale: 20}}
+steering: {{charging_unit_s: 900}}
+state_path: {tmp_path / "state.sqlite"}
+log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
+"""
+    )
+    daemon = Daemon(load_settings(config), str(config))
+    assert daemon.run(max_iterations=2) == 0
+    assert main(["status", "--config", str(config)]) == 0
+    status = capsys.readouterr().out
+    assert "estimates: " in status and "(chosen)" in status and "the full pool would end at" in status
+    assert main(["decisions", "--config", str(config)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "decision (target-slowdown)" in line]
+    assert lines and all("estimates: " in line for line in lines)

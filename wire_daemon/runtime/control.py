@@ -1,0 +1,185 @@
+"""The operator's hand on the pool: pause, resume, hold N, drain-all, terminate-all.
+
+``PoolControl`` is the mode the operator set; ``ControlledPolicy`` is a
+``ScalingPolicy`` decorator that applies it over whatever policy runs. The
+inner policy always plans (its models keep learning, and status keeps its
+predictions); in a mode other than ``auto`` its decision is replaced:
+
+* **paused**: no launch, no release; the pool stays as it is. Releases the
+  policy decided before the pause still end on time (their instances are
+  already drained).
+* **hold N**: the pool is brought to N instances and kept there: launches up
+  to N (within the safety limits), or releases the extra instances, those
+  whose paid unit ends first (each drained now and terminated just before its
+  unit ends, as the policy's own releases).
+* **drain-all**: every instance is released at once (drained now, terminated
+  when its paid unit ends); then the pool is held at 0.
+* **terminate-all**: every instance is released for termination now (its
+  running jobs are killed and rerun elsewhere); then the pool is held at 0.
+  With HTCondor control on, a worker whose slot is still claimed after the
+  drain is terminated when the claim ends (the guard's rule).
+
+``resume`` returns to ``auto``. The commands reach the daemon through the
+state file (``StateStore.request_control``); the daemon applies them
+(``PoolControl.apply``), persists the mode, and journals each change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from wire_daemon.core.config import SteeringConfig
+from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
+from wire_daemon.core.run_state import RunState
+from wire_daemon.plan.steering import release_time
+from wire_daemon.ports.policy import PlanResult, ScalingPolicy, SteeringDecision
+
+AUTO, PAUSED, HOLD = "auto", "paused", "hold"
+_GOING = (LifecycleState.DRAINING, LifecycleState.TERMINATING, LifecycleState.TERMINATED, LifecycleState.VANISHED)
+
+
+@dataclass
+class PoolControl:
+    """The mode the operator set, and a one-shot action still to carry out."""
+
+    mode: str = AUTO  # auto | paused | hold
+    count: int = 0  # hold: the pool size to keep
+    action: str = ""  # drain-all | terminate-all: release every instance at the next plan
+    command: str = ""  # the command that set the mode
+    since: float | None = None  # wall clock
+
+    def apply(self, command: str, count: int | None = None, when: float | None = None) -> None:
+        """Take an operator's command; raises ValueError for one it does not know."""
+        if command == "pause":
+            self.mode, self.action = PAUSED, ""
+        elif command == "resume":
+            self.mode, self.action = AUTO, ""
+        elif command == "hold":
+            if count is None or count < 0:
+                raise ValueError(f"hold needs a pool size >= 0 (got {count!r})")
+            self.mode, self.count, self.action = HOLD, int(count), ""
+        elif command in ("drain-all", "terminate-all"):
+            self.mode, self.count, self.action = HOLD, 0, command
+        else:
+            raise ValueError(f"unknown control command {command!r}")
+        self.command, self.since = command, when
+
+    def describe(self) -> str:
+        """The mode in words, for status and the journal."""
+        if self.mode == PAUSED:
+            return "paused by the operator: the pool is kept as it is"
+        if self.mode == HOLD:
+            pending = f" ({self.action} at the next decision)" if self.action else ""
+            how = " after drain-all" if self.command == "drain-all" else ""
+            how = " after terminate-all" if self.command == "terminate-all" else how
+            return f"held at {self.count} instance(s) by the operator{how}{pending}"
+        return "automatic: the scaling policy decides"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "count": self.count,
+            "action": self.action,
+            "command": self.command,
+            "since": self.since,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> PoolControl:
+        data = data or {}
+        mode = data.get("mode", AUTO)
+        if mode not in (AUTO, PAUSED, HOLD):
+            mode = AUTO
+        count = data.get("count", 0)
+        return cls(
+            mode=mode,
+            count=count if isinstance(count, int) and count >= 0 else 0,
+            action=data.get("action", "") if data.get("action") in ("drain-all", "terminate-all") else "",
+            command=str(data.get("command", "")),
+            since=data.get("since") if isinstance(data.get("since"), (int, float)) else None,
+        )
+
+
+class ControlledPolicy:
+    """A ScalingPolicy whose decision the operator can override (see the module docstring)."""
+
+    def __init__(
+        self, inner: ScalingPolicy, control: PoolControl, lifecycle: Lifecycle, steering: SteeringConfig
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.control = control
+        self.lifecycle = lifecycle
+        self.steering = steering
+
+    def reconfigure(self, steering: SteeringConfig) -> None:
+        self.steering = steering
+        self.inner.reconfigure(steering)
+
+    def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
+        result = self.inner.plan(now, state, instances, queue_order)
+        control = self.control
+        if control.mode == AUTO:
+            return result
+        wanted = result.decision
+        staying = [i for i in instances if self.lifecycle.state_of(i.instance_id) not in _GOING]
+        if control.mode == PAUSED:
+            decision = SteeringDecision(
+                len(staying),
+                wanted.planned,
+                rule=f"paused by the operator: no change (the policy wanted {wanted.target}: {wanted.rule})",
+            )
+        elif control.action:
+            decision = self._release_all(now, instances, control.action, wanted)
+            control.action = ""  # carried out by the loop right after this plan
+        else:
+            decision = self._hold(now, staying, control.count, wanted)
+        return replace(result, decision=decision)
+
+    def _hold(self, now: float, staying: list[Instance], count: int, wanted: SteeringDecision) -> SteeringDecision:
+        why = f"held at {count} by the operator (the policy wanted {wanted.target})"
+        if len(staying) < count:
+            return SteeringDecision(count, wanted.planned, launch=count - len(staying), rule=why)
+        if len(staying) == count:
+            return SteeringDecision(count, wanted.planned, rule=why)
+        billing = self.steering.billing
+        preferred = set(wanted.release)
+        order = sorted(
+            staying,
+            key=lambda i: (
+                i.instance_id not in preferred,
+                billing.time_to_next_charge(i.launch_time, now),
+                -(now - i.launch_time),
+            ),
+        )
+        release = [i.instance_id for i in order[: len(staying) - count]]
+        when = {
+            i.instance_id: release_time(
+                now, billing.time_to_next_charge(i.launch_time, now), self.steering.release_guard_s
+            )
+            for i in order[: len(staying) - count]
+        }
+        return SteeringDecision(count, wanted.planned, release=release, release_at=when, rule=why)
+
+    def _release_all(
+        self, now: float, instances: Sequence[Instance], action: str, wanted: SteeringDecision
+    ) -> SteeringDecision:
+        billing = self.steering.billing
+        gone = (LifecycleState.TERMINATING, LifecycleState.TERMINATED, LifecycleState.VANISHED)
+        targets = [i for i in instances if self.lifecycle.state_of(i.instance_id) not in gone]
+        if action == "terminate-all":
+            when = {i.instance_id: now for i in targets}
+            rule = "terminate-all by the operator: every instance terminated now; pool held at 0"
+        else:
+            when = {
+                i.instance_id: release_time(
+                    now, billing.time_to_next_charge(i.launch_time, now), self.steering.release_guard_s
+                )
+                for i in targets
+            }
+            rule = "drain-all by the operator: every instance drained, terminated when its unit ends; pool held at 0"
+        return SteeringDecision(0, wanted.planned, release=list(when), release_at=when, rule=rule)

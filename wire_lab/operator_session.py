@@ -1,0 +1,277 @@
+"""Record a terminal session of an operator using wire-daemon: docs/operator-session.txt.
+
+Usage: python3 wire_lab/operator_session.py [--out docs/operator-session.txt] [--dir DIR]
+                                             [--python PYTHON] [--no-install]
+
+Every command of the session runs for real, in a fresh directory, and the
+transcript shows exactly what it printed:
+
+1. install into a new virtualenv, with the bindings pinned to an HTCondor
+   series through a constraints file (as README, "Install as a service");
+2. ``check-config --probe`` against moto's EC2 server (a VPC, subnet,
+   security group, key pair, instance profile and the pool token's SSM
+   parameter made in it first);
+3. ``run`` in dry-run on a submit root where a live-writing emulated submit
+   host writes a Pegasus submit directory as the bundled Montage workflow
+   runs on a static pool (wire_lab/live_writer.py);
+4. ``status``, ``decisions --since 5m``, ``pause``, ``hold 3``, ``status``,
+   ``resume``, ``drain-all``, ``decisions``, ``report``, and the stop.
+
+The only edit to the output: the session directory's absolute path is
+shown as ``$SESSION`` (the commands run inside it with relative paths).
+Without ``--no-install`` it needs the network (pip) and about two minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from wire_daemon.core.config import EmulationConfig  # noqa: E402
+from wire_daemon.emulated.traces import bundled_trace_path, load_trace  # noqa: E402
+from wire_lab.live_writer import WriterOptions, build_live  # noqa: E402
+
+HTCONDOR_SERIES = "24.0"  # the series of the HTCondor the session's submit host is said to run
+INTERVAL_S = 10
+CHARGING_UNIT_S = 120
+WORLD = EmulationConfig(
+    boot_lag_s=5.0, negotiation_interval_s=1.0, submit_delay_s=0.5, time_scale=4.0, initial_instances=4
+)
+AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+CONFIG = """\
+# The session's config: docs/submit-host.example.yaml, with moto's endpoint and a short interval.
+site:
+  kind: condor
+  submit_root: submit
+condor:
+  control: "off"            # no schedd here: boosts and drains are logged, not made
+  settle_s: 1
+cloud:
+  kind: ec2
+  pool: wire-pool
+  ec2:
+    region: us-east-1
+    image_id: {image_id}
+    instance_type: c5.xlarge
+    subnet_id: {subnet_id}
+    security_group_ids: [{group_id}]
+    key_name: wire-ops
+    instance_profile: wire-worker
+    endpoint_url: "{endpoint}"
+  worker:
+    condor_host: cm.example.org:9618
+    token_delivery: ssm
+    token_source: /wire/wire-pool/condor-token
+    idle_shutdown_s: 3600
+steering:
+  charging_unit_s: {unit}
+  interval_s: {interval}
+  slots_per_instance: 4
+  max_instances: 6
+  min_instances: 0
+safety:
+  max_instances: 6
+  dry_run: true
+state_path: state.sqlite
+log:
+  decisions_path: decisions.jsonl
+"""
+
+
+class Session:
+    """Runs commands in the session directory and keeps the transcript."""
+
+    def __init__(self, directory: Path, env: dict[str, str], out: Path) -> None:
+        self.dir = directory
+        self.env = env
+        self.out = out
+        self.lines: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.lines += ["", *(f"# {line}" if line else "#" for line in text.splitlines())]
+
+    def run(self, command: str, show: str | None = None, timeout: float = 600, check: bool = True) -> str:
+        """Run ``command`` with bash in the session directory; record ``$ show`` and its output."""
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=self.dir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        output = (done.stdout + done.stderr).rstrip("\n")
+        self.lines.append(f"$ {show or command}")
+        if output:
+            self.lines.append(self._clean(output))
+        if check and done.returncode != 0:
+            raise SystemExit(f"session: {command!r} failed ({done.returncode}):\n{output}")
+        return output
+
+    def _clean(self, text: str) -> str:
+        return text.replace(str(self.dir), "$SESSION")
+
+    def write(self) -> None:
+        header = [
+            "# wire-daemon: an operator's terminal session, recorded by wire_lab/operator_session.py",
+            f"# on {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC. Every output is the command's own;",
+            "# only the session directory's path is shown as $SESSION.",
+        ]
+        self.out.write_text("\n".join(header + self.lines) + "\n")
+
+
+def moto_cloud() -> tuple[object, str, dict[str, str]]:
+    """moto's EC2/IAM/SSM server on 127.0.0.1, with what the config names made in it."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    session = boto3.session.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+    ec2 = session.client("ec2", endpoint_url=endpoint)
+    image_id = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.1.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="wire-workers", Description="workers", VpcId=vpc)["GroupId"]
+    ec2.create_key_pair(KeyName="wire-ops")
+    session.client("iam", endpoint_url=endpoint).create_instance_profile(InstanceProfileName="wire-worker")
+    session.client("ssm", endpoint_url=endpoint).put_parameter(
+        Name="/wire/wire-pool/condor-token", Type="SecureString", Value="not-a-real-token"
+    )
+    return server, endpoint, {"image_id": image_id, "subnet_id": subnet, "group_id": group}
+
+
+def start_world(root: Path) -> tuple[threading.Thread, object]:
+    """The live-writing submit host: the bundled Montage on a static pool of 4, paced on the wall clock."""
+    live = build_live(
+        load_trace(bundled_trace_path()),
+        root / "montage-run0001",
+        replace(WORLD),
+        4,
+        float(CHARGING_UNIT_S),
+        WriterOptions(epoch=time.time(), subsecond_times=True, label="montage"),
+    )
+    thread = threading.Thread(target=live.run, kwargs={"speedup": 1.0, "step_s": 0.5}, daemon=True)
+    thread.start()
+    return thread, live
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=REPO / "docs" / "operator-session.txt", help="the transcript")
+    p.add_argument("--dir", type=Path, help="the session directory (default: a new temporary one)")
+    p.add_argument("--python", default="python3", help="the Python that makes the virtualenv (default python3)")
+    p.add_argument("--no-install", action="store_true", help="use this interpreter's wire-daemon, do not install")
+    args = p.parse_args(argv)
+
+    directory = (args.dir or Path(tempfile.mkdtemp(prefix="wire-session-"))).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    env = os.environ | AWS | {"PYTHONUNBUFFERED": "1", "COLUMNS": "120"}
+    s = Session(directory, env, args.out)
+    server, endpoint, ids = moto_cloud()
+    try:
+        record(s, args, endpoint, ids)
+    finally:
+        server.stop()
+    s.write()
+    print(f"wrote {args.out} (session in {directory})")
+    return 0
+
+
+def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, str]) -> None:
+    s.note("1. Install, with the HTCondor bindings pinned to the host's series (README, 'Install as a service').")
+    if args.no_install:
+        bindir = Path(sys.executable).parent
+        s.note(f"(--no-install: the wire-daemon of {bindir} stands in for a fresh install)")
+        s.env["PATH"] = f"{bindir}{os.pathsep}{s.env['PATH']}"
+    else:
+        s.run(f"echo 'htcondor=={HTCONDOR_SERIES}.*' > constraints.txt")
+        s.run(f"{shlex.quote(args.python)} -m venv venv")
+        source = shlex.quote(str(REPO)) + "'[ec2,plots]'"
+        s.run(
+            f"venv/bin/pip install -q --disable-pip-version-check -c constraints.txt {source}"
+            " 2>&1 | grep -v 'is ignored: it is neither a file nor a directory' || true",
+            show="venv/bin/pip install -q -c constraints.txt '/path/to/wire-daemon[ec2,plots]'",
+        )
+        s.run("venv/bin/pip list 2>/dev/null | grep -E '^(wire-daemon|htcondor|boto3|matplotlib) '")
+        s.env["PATH"] = f"{s.dir / 'venv' / 'bin'}{os.pathsep}{s.env['PATH']}"
+        s.env["VIRTUAL_ENV"] = str(s.dir / "venv")
+    s.run("wire-daemon --version")
+
+    s.note(
+        "2. The config: docs/submit-host.example.yaml with a test cloud (moto's EC2 server on 127.0.0.1),\n"
+        "   a 10 s interval and a 2-minute charging unit so that the session is short. Dry-run is on."
+    )
+    (s.dir / "submit").mkdir(exist_ok=True)
+    (s.dir / "config.yaml").write_text(
+        CONFIG.format(endpoint=endpoint, unit=CHARGING_UNIT_S, interval=INTERVAL_S, **ids)
+    )
+    s.run("wire-daemon check-config --probe config.yaml | sed -n '1p;/^probe/,$p'", check=False)
+
+    s.note(
+        "3. A workflow starts under the submit root (a live-writing emulated Pegasus submit host runs\n"
+        "   the bundled Montage on a static pool of 4 workers), and the daemon starts, in dry-run."
+    )
+    start_world(s.dir / "submit")
+    time.sleep(3)
+    daemon = subprocess.Popen(
+        ["wire-daemon", "run", "--config", "config.yaml"],
+        cwd=s.dir,
+        env=s.env,
+        stderr=(s.dir / "run.log").open("w"),
+    )
+    s.lines.append("$ wire-daemon run --config config.yaml 2> run.log &")
+    time.sleep(2.5 * INTERVAL_S)
+    s.run("cat run.log")
+
+    s.note(
+        "The WARNING lines: the workflow runs on a static pool the daemon did not launch, and the monitor\n"
+        "says so once per worker. (No HTCondor is installed where this was recorded: hence the bindings'\n"
+        "warning about CONDOR_CONFIG, which a submit host has.)\n"
+        "4. Watch it."
+    )
+    s.run("wire-daemon status --config config.yaml")
+    s.run("wire-daemon decisions --config config.yaml --since 5m")
+
+    s.note("5. Steer it by hand: every command goes through the state file and the running daemon.")
+    s.run("wire-daemon pause --config config.yaml")
+    time.sleep(INTERVAL_S + 1)
+    s.run("wire-daemon hold 3 --config config.yaml")
+    time.sleep(2)
+    s.run("wire-daemon status --config config.yaml | head -n 13")
+    time.sleep(INTERVAL_S)
+    s.run("wire-daemon resume --config config.yaml")
+    time.sleep(INTERVAL_S + 1)
+    s.run("wire-daemon drain-all --config config.yaml")
+    time.sleep(3)
+    s.run("wire-daemon decisions --config config.yaml --since 2m")
+    s.run("wire-daemon status --config config.yaml | head -n 12")
+
+    s.note("6. The timeline, on a UTC axis; then stop the daemon (the instances would stay up).")
+    s.run("wire-daemon report --config config.yaml --out report.png")
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=120)
+    s.lines.append(f"$ kill -TERM {daemon.pid}")
+    s.run("tail -n 3 run.log")
+    s.run("wire-daemon status --config config.yaml | head -n 4")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
