@@ -48,6 +48,7 @@ def test_pegasus49_yaml_record() -> None:
     (record,) = read_kickstart(KICKSTART / "yaml" / "yaml-ok.out").records  # type: ignore[union-attr]
     assert (record.transformation, record.main_duration, record.exit_code) == ("diamond::findrange:4.0", 6.035, 0)
     assert [(f.lfn, f.size, f.output) for f in record.files] == [("f.c1", 220, True)]
+    assert record.condor_cluster == 5363338  # jobids: condor: 5363338.0
 
 
 @pytest.mark.parametrize(

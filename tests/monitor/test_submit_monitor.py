@@ -115,6 +115,43 @@ def test_failed_job_with_retry_gets_each_attempts_kickstart_record() -> None:
     assert monitor.dag_status().finished and monitor.dag_status().exit_code == 1
 
 
+def _attempt_records(wf: Path) -> list[tuple[float | None, int | None]]:
+    """(exec time, peak memory) of each FINISHED event of ls_ID0000001."""
+    finished = [e for e in SubmitDirMonitor(wf).poll_events() if e.kind == EventKind.FINISHED]
+    return [(e.exec_runtime_s, e.peak_memory_bytes) for e in finished if e.task_id == "ls_ID0000001"]
+
+
+@pytest.mark.parametrize(
+    "moves",
+    [
+        # One rotation too many before these attempts (a job removed while held, rotated with no record):
+        # counting attempts would look for .000 and find the first attempt's record one file later.
+        [("out.001", "out.002"), ("out.000", "out.001")],
+        # Rotations out of order: the count names the other attempt's file.
+        [("out.000", "tmp"), ("out.001", "out.000"), ("tmp", "out.001")],
+    ],
+)
+def test_kickstart_record_is_matched_by_condor_job_not_by_counting(
+    tmp_path: Path, moves: list[tuple[str, str]]
+) -> None:
+    expected = _attempt_records(SUBMIT / "process_wf_failure")  # records 9.0 and 10.0, in order
+    assert len(expected) == 2 and expected[0] != expected[1]
+    wf = _copy(tmp_path, SUBMIT / "process_wf_failure")
+    jobs = wf / "00" / "00"
+    for old, new in moves:
+        (jobs / f"ls_ID0000001.{old}").rename(jobs / f"ls_ID0000001.{new}")
+    assert _attempt_records(wf) == expected
+
+
+def test_kickstart_records_naming_no_job_fall_back_to_the_count(tmp_path: Path) -> None:
+    wf = _copy(tmp_path, SUBMIT / "process_wf_failure")
+    jobs = wf / "00" / "00"
+    for i in (0, 1):
+        path = jobs / f"ls_ID0000001.out.00{i}"
+        path.write_text(path.read_text().replace("jobids:", "no_jobids:"))
+    assert _attempt_records(wf) == _attempt_records(SUBMIT / "process_wf_failure")
+
+
 def test_held_then_aborted_job() -> None:
     monitor = SubmitDirMonitor(SUBMIT / "sample_wf_held")
     events = [e for e in monitor.poll_events() if e.task_id == "chebi_drug_loader_ID0000001"]

@@ -180,6 +180,13 @@ def records(tmp: Path) -> list[dict]:
     return [json.loads(line) for line in (tmp / "decisions.jsonl").read_text().splitlines()]
 
 
+def _notes_with(tmp: Path, prefix: str) -> bool:
+    try:
+        return any(n.startswith(prefix) for r in records(tmp) for n in r.get("notes", []))
+    except (FileNotFoundError, json.JSONDecodeError):  # not written yet, or a line half-written
+        return False
+
+
 def wait_for(condition, timeout: float, what: str, world: MirroredWorld | None = None) -> None:
     deadline = time.time() + timeout
     while not condition():
@@ -298,7 +305,8 @@ def test_dry_run_makes_no_cloud_call_and_logs_what_it_would_do(tmp_path, network
     daemon = start_daemon(config)
     try:
         wait_for(lambda: world.live.finished, 600, "the workflow to finish", world)
-        time.sleep(3)
+        # The release comes some intervals after the end; a loaded machine stretches them.
+        wait_for(lambda: _notes_with(tmp_path, "dry-run: would terminate"), 120, "a would-terminate note", world)
     finally:
         world.stop.set()
         thread.join(timeout=10)

@@ -31,3 +31,4 @@ class TaskEvent:
     exit_code: int | None = None
     input_bytes: int | None = None
     peak_memory_bytes: int | None = None
+    condor_job: str | None = None  # "cluster.proc" of the attempt, for FINISHED: finds its kickstart record

@@ -141,7 +141,7 @@ class TaskEventMapper:
         else:
             code = None
             self.problems.warn(self.source, f"terminate event of {task} has no return value or signal", f"~{ev.line}")
-        out.append(TaskEvent(ev.time, EventKind.FINISHED, task, exit_code=code, peak_memory_bytes=peak))
+        out.append(TaskEvent(ev.time, EventKind.FINISHED, task, exit_code=code, peak_memory_bytes=peak, condor_job=key))
         return out
 
     def _task_id(self, ev: LogEvent) -> str | None:

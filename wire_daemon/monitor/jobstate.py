@@ -150,6 +150,7 @@ class JobstateMapper:
     """jobstate lines -> task events (see the module docstring); ``terminated`` is its state."""
 
     terminated: dict[str, float] = field(default_factory=dict)  # job -> time of JOB_TERMINATED
+    condor_ids: dict[str, str] = field(default_factory=dict)  # job -> Condor id of its latest submit
 
     def map(self, lines: Iterable[JobstateLine]) -> list[TaskEvent]:
         out: list[TaskEvent] = []
@@ -160,22 +161,28 @@ class JobstateMapper:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"terminated": dict(self.terminated)}
+        return {"terminated": dict(self.terminated), "condor_ids": dict(self.condor_ids)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobstateMapper:
-        return cls({str(k): float(v) for k, v in dict(data.get("terminated", {})).items()})
+        return cls(
+            {str(k): float(v) for k, v in dict(data.get("terminated", {})).items()},
+            {str(k): str(v) for k, v in dict(data.get("condor_ids", {})).items()},
+        )
 
     def _map_one(self, line: JobstateLine) -> TaskEvent | None:
         if line.internal:
             return None
+        if line.condor_id is not None:
+            self.condor_ids[line.job] = line.condor_id
         if line.state == "JOB_TERMINATED":
             self.terminated[line.job] = line.time
             return None
         if line.state in ("JOB_SUCCESS", "JOB_FAILURE"):
             when = self.terminated.pop(line.job, line.time)
             code = line.exit_code if line.exit_code is not None else (0 if line.state == "JOB_SUCCESS" else 1)
-            return TaskEvent(when, EventKind.FINISHED, line.job, exit_code=code)
+            condor_job = self.condor_ids.get(line.job)
+            return TaskEvent(when, EventKind.FINISHED, line.job, exit_code=code, condor_job=condor_job)
         kind = _SIMPLE.get(line.state)
         return TaskEvent(line.time, kind, line.job) if kind is not None else None
 

@@ -98,6 +98,9 @@ class KickstartRecord:
     utime_s: float | None = None
     stime_s: float | None = None
     files: tuple[KickstartFile, ...] = ()
+    # From ``jobids: condor: 5363338.0`` (YAML records only). The cluster alone: YAML reads "12.10" as
+    # a float, 12.1, so the proc is not recoverable; Pegasus queues one proc per cluster anyway.
+    condor_cluster: int | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -250,6 +253,7 @@ def _yaml_record(item: dict[str, Any], source: str, line: int) -> KickstartRecor
         utime_s=_float(usage.get("utime")),
         stime_s=_float(usage.get("stime")),
         files=_yaml_files(_dict(item.get("files"))),
+        condor_cluster=_cluster(_dict(item.get("jobids")).get("condor")),
     )
 
 
@@ -461,6 +465,14 @@ def _text(value: Any) -> str | None:
     if value in (None, "") or isinstance(value, (dict, list)):
         return None
     return str(value)
+
+
+def _cluster(value: Any) -> int | None:
+    """The cluster of a Condor job id, ``5363338.0`` (read as a float or a string) or ``5363338``."""
+    text = _text(value)
+    if text is None:
+        return None
+    return _int(text.split(".", 1)[0])
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -21,6 +21,8 @@ Decisions (ours; docs/monitor.md has the longer story):
   The record of the k-th ended attempt (terminated or aborted: DAGMan runs the
   POST script, which rotates ``<job>.out`` to ``<job>.out.NNN``, after both) is
   ``<job>.out.<k>``; before the POST script has run it is still ``<job>.out``.
+  Records that name their Condor job (``jobids``) are matched by it, so a
+  rotation too many or too few does not shift every later attempt's record.
   If neither is readable yet we do not wait: the event goes out with
   ``exec_runtime_s`` None, and ``RunState`` takes the whole occupancy as
   execution. Waiting would delay every completion by a POST script and a poll;
@@ -38,6 +40,7 @@ Decisions (ours; docs/monitor.md has the longer story):
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -282,7 +285,7 @@ class SubmitDirMonitor:
     # -- kickstart ------------------------------------------------------------
 
     def _with_kickstart(self, event: TaskEvent, attempt: int) -> TaskEvent:
-        facts = self._kickstart(event.task_id, attempt)
+        facts = self._kickstart(event.task_id, attempt, _cluster_of(event.condor_job))
         if facts is None:
             self.kickstart_missing += 1
             return event
@@ -295,17 +298,47 @@ class SubmitDirMonitor:
             peak_memory_bytes=max(memory) if memory else None,
         )
 
-    def _kickstart(self, task: str, attempt: int) -> KickstartFacts | None:
+    def _kickstart(self, task: str, attempt: int, cluster: int | None) -> KickstartFacts | None:
         base = self._output_path(task)
         if base is None:
             return None
-        for path in (base.with_name(f"{base.name}.{attempt:03d}"), base):
+        records = self._records_of_attempt(base, attempt, cluster)
+        if not records:
+            return None
+        return kickstart_facts(records, self.submit_dir.submit_files[task].xformation or "")
+
+    def _records_of_attempt(self, base: Path, attempt: int, cluster: int | None) -> list[KickstartRecord]:
+        """The records of the attempt whose Condor cluster is ``cluster``.
+
+        Counting ended attempts names the right ``.out.NNN`` only while every
+        ended attempt was rotated once; a job removed while held can end with
+        no rotation, and from then on the count points at a neighbour's record.
+        Records that name their Condor job settle it: the counted file first
+        (nearly always right), then every other rotation. Records that name no
+        job (XML, older kickstart) fall back to the count.
+        """
+        counted = (base.with_name(f"{base.name}.{attempt:03d}"), base)
+        for path in counted:
             if path.is_file():
-                output = read_kickstart(path, self.problems)  # warns on garbage, never raises
-                if output is None or not output.records:
-                    return None
-                return kickstart_facts(output.records, self.submit_dir.submit_files[task].xformation or "")
-        return None
+                records = self._records(path)
+                named = {r.condor_cluster for r in records if r.condor_cluster is not None}
+                if cluster is None or not named or cluster in named:
+                    return records
+                break  # another attempt's record: the count is off
+        if cluster is None:
+            return []
+        # Listed only now: a directory of thousands of jobs is not scanned for every finished one.
+        rotated = sorted(base.parent.glob(f"{glob.escape(base.name)}.[0-9][0-9][0-9]"))
+        for path in rotated:
+            if path not in counted:
+                records = self._records(path)
+                if any(r.condor_cluster == cluster for r in records):
+                    return records
+        return []
+
+    def _records(self, path: Path) -> list[KickstartRecord]:
+        output = read_kickstart(path, self.problems)  # warns on garbage, never raises
+        return output.records if output is not None else []
 
     def _output_path(self, task: str) -> Path | None:
         """``<job>.out`` beside the node's submit file (Pegasus jobs only: others have no kickstart)."""
@@ -584,3 +617,11 @@ def _subdirectories(directory: Path) -> list[Path]:
             )
     except OSError:
         return []
+
+
+def _cluster_of(condor_job: str | None) -> int | None:
+    """``"1234.0"`` -> 1234."""
+    if not condor_job:
+        return None
+    head = condor_job.split(".", 1)[0]
+    return int(head) if head.lstrip("-").isdigit() else None

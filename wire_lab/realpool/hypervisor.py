@@ -38,7 +38,7 @@ GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
 @dataclass(frozen=True)
 class Event:
     at: float  # wall-clock time
-    kind: str  # boot | boot-failed | kill | poweroff | exit | error
+    kind: str  # boot | boot-failed | kill | poweroff | exit | unbooted | error
     instance_id: str
     detail: str = ""
 
@@ -134,6 +134,9 @@ class Hypervisor:
                 if worker is not None and worker.poll() == "running":
                     worker.kill()
                     self._record("kill", iid, state)
+                elif worker is None and iid not in self._done:
+                    # Ended inside its boot lag (the daemon let a request go): it ends with no worker.
+                    self._record("unbooted", iid, state)
                 self._done.add(iid)
             elif (
                 state == "running"

@@ -27,7 +27,7 @@ from wire_lab.realpool.pool import PersonalPool
 from wire_lab.realpool.submitdir import SubmitDirOptions, WrittenSubmitDir, write_submit_dir
 
 REGION = "us-east-1"
-ENDS = ("kill", "poweroff", "exit", "boot-failed")  # the hypervisor's events that end an instance
+ENDS = ("kill", "poweroff", "exit", "boot-failed", "unbooted")  # the hypervisor's events that end an instance
 TOKEN_PATH = "/etc/wire-worker/pool-token"  # where the harness places the token a file-delivery worker reads
 ADMIN_KEY_PATH = "/etc/wire-worker/admin-key"  # and the workers' administration key (the daemon's drains)
 
