@@ -15,7 +15,10 @@ of asserting:
   child; the event log reader in this process, its native parser in the
   worker process, whose contained crashes are counted apart);
 * hangs: still reading after 30 s;
-* slowest: the longest time one input took, and what it gave.
+* slowest: the longest wall time one input took, and what it gave; most CPU:
+  the most CPU time one input took in the process that read it (a machine
+  loaded by other work inflates the first, not the second; the event log
+  reader's CPU is not counted: its parsing is in the worker process).
 
 A last row checks the screen against the library: every mutated event the
 screen lets through must be read by htcondor2 at once (no error, no crash,
@@ -58,14 +61,20 @@ class Tally:
     counts: dict[str, int] = field(default_factory=dict)
     slowest: float = 0.0
     slowest_status: str = ""
+    slowest_input: str = ""
+    most_cpu: float = 0.0
+    most_cpu_input: str = ""
     failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
-    def add(self, status: str, seconds: float, detail: str = "") -> None:
+    def add(self, status: str, seconds: float, detail: str = "", data: bytes = b"", cpu: float = 0.0) -> None:
         self.inputs += 1
         self.counts[status] = self.counts.get(status, 0) + 1
         if seconds > self.slowest:
             self.slowest, self.slowest_status = seconds, status
+            self.slowest_input = f"{len(data):,} bytes: {data[:160]!r}"
+        if cpu > self.most_cpu:
+            self.most_cpu, self.most_cpu_input = cpu, f"{len(data):,} bytes: {data[:160]!r}"
         if detail and len(self.failures) < 5:
             self.failures.append(detail)
 
@@ -80,6 +89,9 @@ class Tally:
             "hangs": self.counts.get("hang", 0),
             "slowest_s": round(self.slowest, 4),
             "slowest_gave": self.slowest_status,
+            "slowest_input": self.slowest_input,
+            "most_cpu_s": round(self.most_cpu, 4),
+            "most_cpu_input": self.most_cpu_input,
             "wall_s": round(self.seconds, 1),
             "failures": self.failures,
         }
@@ -92,7 +104,8 @@ def fuzz_reader(harness: Any, name: str, examples: int, rng_seed: int) -> Tally:
 
     def record(data: bytes) -> None:
         outcome = harness.check(reader, data)
-        tally.add(outcome.status, outcome.seconds, harness._describe(outcome, data) if outcome.failed else "")
+        detail = harness._describe(outcome, data) if outcome.failed else ""
+        tally.add(outcome.status, outcome.seconds, detail, data, outcome.cpu)
 
     for case in reader.regressions:
         record(case)
@@ -179,13 +192,14 @@ def main() -> int:
 def _print_table(report: dict[str, Any]) -> None:
     print(f"{report['examples_per_reader']} examples per reader, seed {report['seed']}, Python {report['python']}")
     print()
-    print("| reader | inputs | ok | own error | foreign | deaths | hangs | slowest input | wall |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| reader | inputs | ok | own error | foreign | deaths | hangs | slowest input (wall) | most CPU | run |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in report["readers"]:
         slowest = f"{r['slowest_s'] * 1000:.1f} ms ({r['slowest_gave']})"
+        cpu = f"{r['most_cpu_s'] * 1000:.1f} ms" if r["most_cpu_s"] else "-"
         print(
             f"| {r['reader']} | {r['inputs']:,} | {r['ok']:,} | {r['own_error']:,} | {r['foreign']} | "
-            f"{r['deaths']} | {r['hangs']} | {slowest} | {r['wall_s']:.0f} s |"
+            f"{r['deaths']} | {r['hangs']} | {slowest} | {cpu} | {r['wall_s']:.0f} s |"
         )
     print()
     print(

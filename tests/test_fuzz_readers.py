@@ -79,8 +79,9 @@ class Outcome:
 
     status: str
     detail: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time of the read
     warnings: int = 0
+    cpu: float = 0.0  # CPU time of the read, in the process that read (a loaded machine does not inflate it)
 
     @property
     def failed(self) -> bool:
@@ -92,24 +93,24 @@ def run_reader(reader: Reader, data: bytes, directory: Path | None = None) -> Ou
     directory = directory or Path(tempfile.mkdtemp(prefix="wire-fuzz-"))
     path = directory / reader.filename
     path.write_bytes(data)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         warnings = reader.read(path)
     except WireError as exc:
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         if not str(exc).startswith(str(path)):
-            return Outcome("foreign", f"error does not name the file: {exc}", seconds)
-        return Outcome("error", str(exc)[:200], seconds)
+            return Outcome("foreign", f"error does not name the file: {exc}", seconds, 0, cpu)
+        return Outcome("error", str(exc)[:200], seconds, 0, cpu)
     except BaseException as exc:  # noqa: BLE001 -- anything else is what we are looking for
-        seconds = time.perf_counter() - start
-        return Outcome("foreign", "".join(traceback.format_exception_only(exc)).strip()[:400], seconds)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        return Outcome("foreign", "".join(traceback.format_exception_only(exc)).strip()[:400], seconds, 0, cpu)
     finally:
         _remove(directory)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     unnamed = [w for w in warnings if not w.startswith(str(path))]
     if unnamed:
-        return Outcome("foreign", f"warning does not name the file: {unnamed[0][:200]}", seconds, len(warnings))
-    return Outcome("ok", "", seconds, len(warnings))
+        return Outcome("foreign", f"warning does not name the file: {unnamed[0][:200]}", seconds, len(warnings), cpu)
+    return Outcome("ok", "", seconds, len(warnings), cpu)
 
 
 def run_isolated(reader: Reader, data: bytes) -> Outcome:

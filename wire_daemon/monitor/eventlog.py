@@ -35,9 +35,10 @@ process. What we add around it, and why:
   no event is read twice.
 * **Bad events.** A stretch between two ``...`` lines with no event header line
   is skipped with a warning, and so are junk lines before a header. An event
-  the library rejects, or whose values are out of range (a memory size beyond
-  an exbibyte, a return value beyond 32 bits), gives one warning and is
-  skipped or loses that value.
+  the library rejects gives one warning and is skipped; a value out of range (a
+  memory size beyond an exbibyte, a return value beyond 32 bits) gives one
+  warning and the event goes on without it. One read gives at most 100 such
+  warnings, then one line counting the rest (``problems.Limited``).
 * **Times**: see ``eventtime`` (year-less stamps, UTC stamps, sub-seconds).
 """
 
