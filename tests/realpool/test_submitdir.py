@@ -322,13 +322,13 @@ def test_arguments_round_trip(tmp_path: Path) -> None:
 # -- running the job executable and the POST script ------------------------------------------
 
 
-def _run_job(written: WrittenSubmitDir, node: str, attempt: int | None = None) -> int:
+def _run_job(written: WrittenSubmitDir, node: str, attempt: int | None = None, condor_job: str = "7.0") -> int:
     """Run a job's executable with its .sub arguments, stdout to its .out: as the starter would."""
     job = next(j for j in written.jobs if j.node == node)
     sub = read_submit_dir(written.path).submit_files[node]
     local = str(written.path.resolve())
     executable = (sub.executable or "").replace(written.pool_dir, local, 1)
-    env = _job_environment(sub.get("environment") or "")  # only what the .sub gives, as HTCondor does: no PATH
+    env = _job_environment(sub.get("environment") or "", condor_job)  # only what the .sub gives: no PATH
     if attempt is not None:
         ad = written.path / f".{node}.job.ad"
         ad.write_text(f'DAGNodeName = "{node}"\nDAGNodeRetry = {attempt}\n')
@@ -347,10 +347,10 @@ def _run_job(written: WrittenSubmitDir, node: str, attempt: int | None = None) -
     return done.returncode
 
 
-def _job_environment(value: str) -> dict[str, str]:
+def _job_environment(value: str, condor_job: str) -> dict[str, str]:
     assert value[0] == value[-1] == '"', value  # new syntax; our values hold no blank or quote
     pairs = dict(item.split("=", 1) for item in value[1:-1].split())
-    return {k: v.replace("$(cluster).$(process)", "7.0") for k, v in pairs.items()}
+    return {k: v.replace("$(cluster).$(process)", condor_job) for k, v in pairs.items()}
 
 
 def _post(written: WrittenSubmitDir, node: str, returned: int) -> int:
@@ -408,7 +408,7 @@ def test_monitor_reads_each_attempts_record(tmp_path: Path) -> None:
     for cluster, (node, attempt, code) in enumerate(
         [("mProject_ID0000001", 0, 0), ("mProject_ID0000002", 0, 1), ("mProject_ID0000002", 1, 0)], 2
     ):
-        assert _run_job(written, node, attempt) == code
+        assert _run_job(written, node, attempt, condor_job=f"{cluster}.0") == code  # the id jobstate.log gives it
         assert _post(written, node, code) == (1 if code else 0)
         state = "JOB_SUCCESS 0" if code == 0 else f"JOB_FAILURE {code}"
         t = 1700000000 + 10 * cluster
