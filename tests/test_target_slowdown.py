@@ -367,7 +367,28 @@ log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
     assert daemon.run(max_iterations=2) == 0
     assert main(["status", "--config", str(config)]) == 0
     status = capsys.readouterr().out
-    assert "estimates: " in status and "(chosen)" in status and "the full pool would end at" in status
+    assert "estimates: " in status and "(chosen)" in status and "the full pool would end in" in status
     assert main(["decisions", "--config", str(config)]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if "decision (target-slowdown)" in line]
     assert lines and all("estimates: " in line for line in lines)
+
+
+def test_estimates_and_the_deadline_read_as_times_from_the_decision():
+    """On a real site the clock is epoch seconds: a reader gets "in 5.0 min", never 1795510151."""
+    from wire_daemon.service.wording import decision_words
+
+    record = {
+        "time": 1_795_510_000.0,
+        "policy": "target-slowdown",
+        "planned": 5,
+        "rule": "hold",
+        "estimates": [
+            {"size": 4, "makespan_s": 1_795_510_400.0, "cost_units": 8},
+            {"size": 5, "makespan_s": 1_795_510_300.0, "cost_units": 6},
+        ],
+        "full_pool_makespan_s": 1_795_510_030.0,
+    }
+    words = decision_words(record)
+    assert "4 instance(s): ends in 6.7 min, 8 more unit(s)" in words
+    assert "5 instance(s) (chosen): ends in 5.0 min" in words and "the full pool would end in 30 s" in words
+    assert "1795510" not in words

@@ -14,8 +14,8 @@ transcript shows exactly what it printed:
 3. ``run`` in dry-run on a submit root where a live-writing emulated submit
    host writes a Pegasus submit directory as the bundled Montage workflow
    runs on a static pool (wire_lab/live_writer.py);
-4. ``status``, ``decisions --since 5m``, ``pause``, ``hold 3``, ``status``,
-   ``resume``, ``drain-all``, ``decisions``, ``report``, and the stop.
+4. ``status``, ``decisions --since 5m``, ``plan``, ``pause``, ``hold 3``,
+   ``status``, ``resume``, ``drain-all``, ``decisions``, ``report``, and the stop.
 
 The only edit to the output: the session directory's absolute path is
 shown as ``$SESSION`` (the commands run inside it with relative paths).
@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,11 +42,12 @@ sys.path.insert(0, str(REPO))
 
 from wire_daemon.core.config import EmulationConfig  # noqa: E402
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace  # noqa: E402
-from wire_lab.live_writer import WriterOptions, build_live  # noqa: E402
+from wire_lab.live_writer import LiveEmulation, WriterOptions, build_live  # noqa: E402
 
 HTCONDOR_SERIES = "24.0"  # the series of the HTCondor the session's submit host is said to run
 INTERVAL_S = 10
 CHARGING_UNIT_S = 120
+PLAN_AFTER_TASKS = 8  # `plan` runs once this many tasks have finished: measured stages give P50 and P90
 WORLD = EmulationConfig(
     boot_lag_s=5.0, negotiation_interval_s=1.0, submit_delay_s=0.5, time_scale=4.0, initial_instances=4
 )
@@ -158,7 +160,7 @@ def moto_cloud() -> tuple[object, str, dict[str, str]]:
     return server, endpoint, {"image_id": image_id, "subnet_id": subnet, "group_id": group}
 
 
-def start_world(root: Path) -> tuple[threading.Thread, object]:
+def start_world(root: Path) -> tuple[threading.Thread, LiveEmulation]:
     """The live-writing submit host: the bundled Montage on a static pool of 4, paced on the wall clock."""
     live = build_live(
         load_trace(bundled_trace_path()),
@@ -171,6 +173,13 @@ def start_world(root: Path) -> tuple[threading.Thread, object]:
     thread = threading.Thread(target=live.run, kwargs={"speedup": 1.0, "step_s": 0.5}, daemon=True)
     thread.start()
     return thread, live
+
+
+def wait_for(done: Callable[[], bool], timeout: float) -> None:
+    """Poll ``done`` every half second, at most ``timeout`` seconds."""
+    until = time.monotonic() + timeout
+    while not done() and time.monotonic() < until:
+        time.sleep(0.5)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -229,7 +238,7 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
         "3. A workflow starts under the submit root (a live-writing emulated Pegasus submit host runs\n"
         "   the bundled Montage on a static pool of 4 workers), and the daemon starts, in dry-run."
     )
-    start_world(s.dir / "submit")
+    _, live = start_world(s.dir / "submit")
     time.sleep(3)
     daemon = subprocess.Popen(
         ["wire-daemon", "run", "--config", "config.yaml"],
@@ -249,6 +258,13 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
     )
     s.run("wire-daemon status --config config.yaml")
     s.run("wire-daemon decisions --config config.yaml --since 5m")
+    wait_for(lambda: live.site.n_done >= PLAN_AFTER_TASKS, timeout=180)
+    s.note(
+        f"Once {PLAN_AFTER_TASKS} tasks have finished: what would each pool size take from now, and cost?\n"
+        "(the level-based model on the online predictions; --wall-clock: the submit dir is live;\n"
+        "the bindings' CONDOR_CONFIG warning again: plan reads the job event log with them)"
+    )
+    s.run("wire-daemon plan --config config.yaml --wall-clock submit/montage-run0001")
 
     s.note("5. Steer it by hand: every command goes through the state file and the running daemon.")
     s.run("wire-daemon pause --config config.yaml")

@@ -172,10 +172,10 @@ def test_instances_that_never_join_are_terminated_and_count_as_failures(world):
 def test_reconcile_adopts_forgets_and_settles_requests(world):
     clock, driver, store, guarded = world
     cloud = guarded()
-    ours = driver.launch(1, request_id="req-before-crash")  # launched, never recorded
-    store.open_request(1, now=0.0)  # a request whose launch never happened
     stale = cloud.launch(1)[0]
     driver.live.pop(stale.instance_id)  # gone while we were down
+    ours = driver.launch(1, request_id="req-before-crash")  # launched, never recorded
+    store.open_request(1, now=-1000.0)  # a request whose launch never happened, old enough to show
     report = make_guard(driver, store, SafetyConfig(), lambda: clock["t"]).reconcile()
     assert report.adopted == [ours[0].instance_id]
     assert report.forgotten == [stale.instance_id]

@@ -84,6 +84,7 @@ class FakeNova:
             json=nova_error(404, "Flavor m1.large could not be found.")[1],
         )
         mocker.get(f"{COMPUTE}/flavors/m9.missing", status_code=404, json=nova_error(404, "Flavor not found.")[1])
+        mocker.get(f"{COMPUTE}/flavors/m1.xxlarge", status_code=404, json=nova_error(404, "Flavor not found.")[1])
         mocker.get(f"{COMPUTE}/flavors/detail", json=load("nova_flavors.json"))
         mocker.get(f"{COMPUTE}/servers/detail", json=self._list)
         mocker.post(f"{COMPUTE}/servers", json=self._create)
@@ -271,6 +272,18 @@ def test_launch_creates_named_servers_with_metadata_and_user_data(nova, driver, 
         assert body["networks"] == [{"uuid": NETWORK_ID}]
         assert body["key_name"] == "wire-ops" and body["security_groups"] == [{"name": "wire-workers"}]
         assert body["config_drive"] is True
+
+
+def test_a_launch_of_another_flavor_uses_its_id_and_slots(nova, driver, ownership):
+    d = driver()
+    d.type_slots = {"m1.xxlarge": 16}
+    launched = d.launch(1, "req-big", instance_type="m1.xxlarge")
+    d.launch(1, "req-small")
+
+    assert [i.instance_type for i in launched] == ["m1.xxlarge"] and launched[0].slots == 16
+    big, small = nova.create_bodies
+    assert big["flavorRef"] == "7d1a9c7e-0000-4000-8000-00000000f162" and big["metadata"][TAG_SLOTS] == "16"
+    assert small["flavorRef"] == FLAVOR_ID and small["metadata"][TAG_SLOTS] == "4"  # the configured flavor
 
 
 def test_listing_reports_the_clouds_view_of_each_server(nova, driver):

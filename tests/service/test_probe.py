@@ -81,7 +81,9 @@ def test_every_call_works_against_moto(tmp_path, capsys, aws, moto_endpoint, net
     lines = _probe_lines(out)
     assert set(lines) == {
         "ec2 DescribeInstances",
+        "ec2 DescribeRegions",
         "ec2 DescribeImages",
+        "ec2 DescribeInstanceTypes",
         "ec2 DescribeSubnets",
         "ec2 DescribeSecurityGroups",
         "ec2 DescribeKeyPairs",
@@ -253,6 +255,7 @@ def test_openstack_probe_works_and_says_so(openstack_world, capsys):
     out = capsys.readouterr().out
     lines = _probe_lines(out)
     assert set(lines) == {
+        "keystone catalog",
         "nova GET /servers/detail",
         "glance GET /v2/images/{id}",
         "nova GET /flavors",

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from wire_daemon.runtime.policies import DEFAULT_POLICY
+
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "data" / "traces"
 SOURCES = (ROOT / "tests" / "data" / "SOURCES.md").read_text()
@@ -63,7 +65,9 @@ def test_compare_traces_runs_in_a_fresh_clone_on_the_bundled_traces(tmp_path):
     assert all(p.name in table for p in TRACES.glob("*.json*"))
 
 
-@pytest.mark.parametrize("script", ["evaluate.py", "boost_effect.py", "replay_speed.py", "compare_traces.py"])
+@pytest.mark.parametrize(
+    "script", ["evaluate.py", "boost_effect.py", "replay_speed.py", "compare_traces.py", "plan_accuracy.py"]
+)
 def test_every_trace_benchmark_takes_a_traces_folder_defaulting_to_the_bundled_one(script):
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), "--help"], capture_output=True, text=True, timeout=120
@@ -84,7 +88,9 @@ def test_the_committed_operator_session_shows_every_command_with_its_output():
         "wire-daemon check-config --probe config.yaml": "probe: every call works",
         "wire-daemon run --config config.yaml 2> run.log &": "",
         "wire-daemon status --config config.yaml": "workflows (1):",
-        "wire-daemon decisions --config config.yaml --since 5m": "decision (wire): ",
+        # The label is the policy that ran: the default (a session recorded before it changed said "wire").
+        "wire-daemon decisions --config config.yaml --since 5m": f"decision ({DEFAULT_POLICY}): ",
+        "wire-daemon plan --config config.yaml": "instances  makespan  units",
         "wire-daemon pause --config config.yaml": "pause: applied by the daemon",
         "wire-daemon hold 3 --config config.yaml": "hold 3: applied by the daemon",
         "wire-daemon resume --config config.yaml": "resume: applied by the daemon",
@@ -95,3 +101,6 @@ def test_the_committed_operator_session_shows_every_command_with_its_output():
         found = [out for cmd, out in blocks.items() if command in cmd]
         assert found, f"the session does not run {command!r}"
         assert output in found[0], f"{command!r} does not show {output!r}"
+    commands = list(blocks)
+    first = [next(i for i, c in enumerate(commands) if f"wire-daemon {name} " in c) for name in ("decisions", "plan")]
+    assert first[0] < first[1] < next(i for i, c in enumerate(commands) if "wire-daemon pause " in c)

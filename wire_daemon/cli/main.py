@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wire_daemon.cli.service_commands import add_service_commands
+from wire_daemon.cli.service_commands import CONFIG_HELP, add_service_commands
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
 from wire_daemon.runtime.replay import ReplayResult, compare
+from wire_daemon.runtime.settings import Settings, load_settings
 from wire_daemon.service.render import format_decision, format_table
 
 
@@ -86,8 +87,31 @@ def _parser() -> argparse.ArgumentParser:
         help="measure elapsed times against the current time, not the last event (live dirs)",
     )
     ip.set_defaults(handler=_inspect)
+    _add_plan(sub)
     _fill_help(parser)
     return parser
+
+
+def _add_plan(sub: Any) -> None:
+    pl = sub.add_parser(
+        "plan", help="estimate the makespan and cost for each pool size, 1 to max, before or during a run"
+    )
+    pl.add_argument(
+        "input",
+        nargs="?",
+        metavar="TRACE_OR_SUBMIT_DIR",
+        help="a WfFormat trace (before its run) or a submit dir (before or during it); default: the bundled trace",
+    )
+    pl.add_argument("--config", metavar="FILE", help=f"{CONFIG_HELP}: steering, prediction and emulation settings")
+    pl.add_argument(
+        "--max-instances", type=int, metavar="N", help="the largest pool size (default: steering.max_instances)"
+    )
+    pl.add_argument("--price", type=float, metavar="P", help="the price of one instance for one charging unit")
+    pl.add_argument("--json", action="store_true", help="print one JSON object")
+    pl.add_argument(
+        "--wall-clock", action="store_true", help="a live submit dir: now is the current time, not the last event"
+    )
+    pl.set_defaults(handler=_plan)
 
 
 # Help for the options declared without it (kept apart so their lines stay as they are).
@@ -124,6 +148,22 @@ def _inspect(args: argparse.Namespace) -> int:
         print(json.dumps(report_json(report), indent=2))
     else:
         print(render_text(report))
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from wire_daemon.service.sizing import plan_input, render_text, report_json
+
+    logging.getLogger("wire_daemon.monitor").setLevel(logging.ERROR)  # warnings are part of the report
+    logging.getLogger("wire_daemon.core.run_state").setLevel(logging.ERROR)
+    settings = load_settings(args.config) if args.config else Settings()
+    limit = settings.steering.max_instances if args.max_instances is None else args.max_instances
+    if not limit > 0:
+        raise ConfigError(f"--max-instances must be > 0 (got {limit})")
+    if args.price is not None and not args.price >= 0:
+        raise ConfigError(f"--price must be >= 0 (got {args.price:g})")
+    report = plan_input(args.input or bundled_trace_path(), settings, limit, args.price, args.wall_clock)
+    print(json.dumps(report_json(report), indent=2) if args.json else render_text(report))
     return 0
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import ConfigError, InputError
+from wire_daemon.core.secrets import redact
 from wire_daemon.core.store import StateStore
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.wording import Since, ago, decision_line, decision_words, duration, is_virtual, parse_since
@@ -30,7 +31,6 @@ from wire_daemon.service.wording import when as time_of
 CONFIG_HELP = "the daemon's YAML config file (e.g. /etc/wire-daemon/config.yaml)"
 JSON_HELP = "print one JSON object instead of text"
 CONTROL_WAIT_S = 10.0  # how long a control command waits for the running daemon to apply it
-REDACTED = "<redacted>"
 
 
 def add_service_commands(sub: Any) -> None:
@@ -157,12 +157,9 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def redacted(settings: dict[str, Any]) -> dict[str, Any]:
-    """The effective settings with the pool token (``cloud.worker.token``, inline delivery) blanked."""
-    worker = dict(settings.get("cloud", {}).get("worker") or {})
-    if worker.get("token"):
-        worker["token"] = REDACTED
-        settings = {**settings, "cloud": {**settings["cloud"], "worker": worker}}
-    return settings
+    """The effective settings with every secret blanked: the inline pool token and admin key, any key named
+    like a secret, any value shaped like one (wherever it was pasted)."""
+    return dict(redact(settings))
 
 
 def _probe(settings: Settings) -> int:
@@ -244,6 +241,7 @@ def read_status(settings: Settings, now: float | None = None) -> dict[str, Any]:
         stopped = json.loads(store.get_meta("stopped") or "{}")
         started = json.loads(store.get_meta("started") or "{}")
         control = json.loads(store.get_meta("control") or "null")
+        safe_state = json.loads(store.get_meta("safe_state") or "null")
         pid = int(store.get_meta("pid") or 0)
         pending = store.pending_controls()
     finally:
@@ -268,6 +266,8 @@ def read_status(settings: Settings, now: float | None = None) -> dict[str, Any]:
 
         mode = PoolControl.from_json(control)
         report["control"] = mode.to_json() | {"describe": mode.describe()}
+    if isinstance(safe_state, dict):  # fresher than the snapshot: entered on a failed iteration, which writes none
+        report["safe_state"] = safe_state
     if alive:
         report.pop("stopped", None)
     elif stopped:
@@ -296,7 +296,7 @@ def _alive(pid: int) -> bool:
 
 def render_status(report: dict[str, Any], now: float | None = None) -> str:
     now = time.time() if now is None else now
-    lines = [_daemon_line(report, now)]
+    lines = [_daemon_line(report, now)] + _safe_state_lines(report)
     if "time" not in report:
         return "\n".join(lines + ["no decision yet"])
     virtual = report.get("clock") == "virtual" or is_virtual(report)
@@ -357,6 +357,19 @@ def _daemon_line(report: dict[str, Any], now: float) -> str:
         if stopped.get("finished"):
             line += " (the figures below are final)"
     return line
+
+
+def _safe_state_lines(report: dict[str, Any]) -> list[str]:
+    safe = report.get("safe_state") or {}
+    if not safe.get("active"):
+        return []
+    since = f" since {wall_time(safe['since'])}" if isinstance(safe.get("since"), (int, float)) else ""
+    was = "" if report.get("daemon") == "running" else " (when it stopped)"
+    return [
+        f"SAFE STATE{since}{was}: {safe.get('reason', '')}; no launch, no termination until "
+        f"{safe.get('recover_iterations', '?')} iteration(s) in a row succeed "
+        f"({safe.get('succeeded_in_a_row', 0)} so far)"
+    ]
 
 
 def _workflow_lines(report: dict[str, Any], virtual: bool) -> list[str]:

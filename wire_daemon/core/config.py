@@ -45,6 +45,23 @@ class PredictionConfig:
 
 
 @dataclass(frozen=True)
+class InstanceType:
+    """One instance type (EC2) or flavor (OpenStack) the pool may launch (issue 15)."""
+
+    name: str  # the cloud's name for it: c5.xlarge, m1.large
+    cores: int  # Condor slots (cores) one instance has
+    memory_mib: float = 0.0  # its memory for jobs; 0: memory does not limit what fits
+    price: float = 1.0  # per charging unit, in whatever money the budget is set in
+
+    def validate(self, key: str) -> None:
+        if not self.name:
+            raise ConfigError(f"{key}.name is required")
+        _at_least(f"{key}.cores", self.cores, 1)
+        _at_least(f"{key}.memory_mib", self.memory_mib, 0.0)
+        _positive(f"{key}.price", self.price)
+
+
+@dataclass(frozen=True)
 class SteeringConfig:
     charging_unit_s: float = 3600.0  # u
     interval_s: float = 180.0  # t, the MAPE period = lag to launch/release
@@ -75,10 +92,22 @@ class SteeringConfig:
     # what the full pool (max_instances from the start) would take; the policy
     # spends as little as it can within it. 1.0: as fast as the pool can go.
     target_slowdown: float = 1.0
+    # Memory one instance has for jobs (partitionable slots, issue 15): how many tasks fit is then the
+    # smaller of the cores and this over the upcoming tasks' typical request_memory. 0: cores only (on
+    # the emulated site, emulation.instance_memory_mib).
+    instance_memory_mib: float = 0.0
+    # Several instance types (EC2) or flavors (OpenStack) to choose from; empty: the one type of the
+    # cloud settings, with slots_per_instance slots at a price of 1 a unit. Growing launches the type
+    # cheapest per task that fits; the first listed is the one the pool starts with.
+    instance_types: tuple[InstanceType, ...] = ()
 
     @property
     def billing(self) -> Billing:
         return Billing(self.charging_unit_s)
+
+    def instance_type(self, name: str) -> InstanceType | None:
+        """The listed type called ``name``; None when types are not listed or the name is not one."""
+        return next((t for t in self.instance_types if t.name == name), None)
 
     def validate(self) -> None:
         _positive("steering.charging_unit_s", self.charging_unit_s)
@@ -96,6 +125,12 @@ class SteeringConfig:
             raise ConfigError(f"steering.packing must be 'paper' or 'fluid' (got {self.packing!r})")
         _at_least("steering.boost_first_tasks", self.boost_first_tasks, 0)
         _at_least("steering.target_slowdown", self.target_slowdown, 1.0)
+        _at_least("steering.instance_memory_mib", self.instance_memory_mib, 0.0)
+        for n, kind in enumerate(self.instance_types):
+            kind.validate(f"steering.instance_types[{n}]")
+        names = [t.name for t in self.instance_types]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"steering.instance_types names must be distinct (got {', '.join(names)})")
 
 
 @dataclass(frozen=True)
@@ -110,6 +145,15 @@ class EmulationConfig:
     bill_initial_boot: bool = True
     time_scale: float = 1.0  # multiply every runtime and transfer time (study long runs)
     seed: int = 0  # order of ready tasks within one DAGMan submit batch
+    # Partitionable slots with memory (issue 15). 0: memory is not modelled, a task needs one slot and
+    # nothing else. Otherwise each instance has this much memory and a job needs a core and its request.
+    instance_memory_mib: float = 0.0
+    # Every task requests this multiple of its transformation's largest peak memory in the trace (a
+    # typical user estimate, set per transformation as Pegasus users do); only with instance memory.
+    memory_request_factor: float = 4.0
+    # A job that uses more memory than it requested is held after this fraction of its occupancy (the
+    # memory paper's "time to failure": 0.1, 0.5 or 0.9 of the run).
+    memory_failure_fraction: float = 0.5
 
     def validate(self) -> None:
         _at_least("emulation.boot_lag_s", self.boot_lag_s, 0.0)
@@ -118,6 +162,12 @@ class EmulationConfig:
         _positive("emulation.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
         _at_least("emulation.initial_instances", self.initial_instances, 0)
         _positive("emulation.time_scale", self.time_scale)
+        _at_least("emulation.instance_memory_mib", self.instance_memory_mib, 0.0)
+        _positive("emulation.memory_request_factor", self.memory_request_factor)
+        if not 0.0 <= self.memory_failure_fraction <= 1.0:
+            raise ConfigError(
+                f"emulation.memory_failure_fraction must be in [0, 1] (got {self.memory_failure_fraction!r})"
+            )
 
 
 @dataclass(frozen=True)
@@ -150,18 +200,60 @@ class PFAConfig:
             _at_least("pfa.release_near_end_s", self.release_near_end_s, 0.0)
 
 
+MEMORY_PREDICTORS = ("lr", "lr-mean-pm", "lr-mean-minus", "lr-max-minus", "pc50", "pc95")
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Right-sizing request_memory from online peak-memory models (issue 15; analyze/memory.py)."""
+
+    # The one switch: lower the requests of idle jobs to what their stage's model predicts, and double
+    # the request of a job held for memory, then release it. In dry-run it only says what it would change.
+    rightsizing: bool = False
+    # The memory paper's predictors: linear regression on input size, plain or with its offsets
+    # ("mean +-", "mean -", "max -"), or a percentile of the peaks seen (50th, 95th).
+    predictor: str = "lr-mean-minus"
+    # Finished tasks a stage needs before its model replaces the user's request (the paper starts
+    # percentiles after 1 and regressions after 2; fewer than the predictor needs is raised to that).
+    min_observations: int = 2
+    # The request is the prediction times (1 + margin_fraction), plus margin_mib.
+    margin_fraction: float = 0.05
+    margin_mib: float = 0.0
+    # A job held for memory gets its failed request times this, never above max_request_mib.
+    failure_factor: float = 2.0
+    # The largest slot's memory. 0: the emulated instance's memory (required on a condor site).
+    max_request_mib: float = 0.0
+    # Re-edit an idle job only when the wanted request differs from the one it has by this fraction.
+    edit_tolerance: float = 0.05
+
+    def validate(self) -> None:
+        if self.predictor not in MEMORY_PREDICTORS:
+            raise ConfigError(
+                f"memory.predictor must be one of {', '.join(MEMORY_PREDICTORS)} (got {self.predictor!r})"
+            )
+        _at_least("memory.min_observations", self.min_observations, 1)
+        _at_least("memory.margin_fraction", self.margin_fraction, 0.0)
+        _at_least("memory.margin_mib", self.margin_mib, 0.0)
+        if not self.failure_factor > 1.0:
+            raise ConfigError(f"memory.failure_factor must be > 1 (got {self.failure_factor!r})")
+        _at_least("memory.max_request_mib", self.max_request_mib, 0.0)
+        _at_least("memory.edit_tolerance", self.edit_tolerance, 0.0)
+
+
 @dataclass(frozen=True)
 class ReplayConfig:
     prediction: PredictionConfig = field(default_factory=PredictionConfig)
     steering: SteeringConfig = field(default_factory=SteeringConfig)
     emulation: EmulationConfig = field(default_factory=EmulationConfig)
     pfa: PFAConfig = field(default_factory=PFAConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
 
     def validate(self) -> ReplayConfig:
         self.prediction.validate()
         self.steering.validate()
         self.emulation.validate()
         self.pfa.validate()
+        self.memory.validate()
         return self
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+from wire_daemon.core.secrets import scrub
 
 
 class WireError(Exception):
@@ -42,15 +42,6 @@ class CloudError(WireError):
     kind = "unknown"
     retryable = False
 
-    _SECRET_PATTERNS = (
-        # AWS access key ids, and the blob AWS appends to UnauthorizedOperation.
-        (r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", "<access-key-id>"),
-        (r"(?i)encoded authorization failure message:\s*\S+", "encoded authorization failure message: <omitted>"),
-        # JSON Web Tokens (HTCondor IDTOKENS are JWTs).
-        (r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*", "<token>"),
-        # key=value or "key": "value" pairs that name a secret.
-        (r"(?i)\b(password|passwd|secret|token|credential)s?(\"?\s*[:=]\s*\"?)[^\s\",}]+", r"\1\2<redacted>"),
-    )
     _MAX_DETAIL = 300
 
     def __init__(
@@ -72,9 +63,8 @@ class CloudError(WireError):
     @classmethod
     def clean(cls, text: str) -> str:
         """One line, no secret, bounded length: safe for logs and the decisions log."""
-        line = " ".join(str(text).split())
-        for pattern, replacement in cls._SECRET_PATTERNS:
-            line = re.sub(pattern, replacement, line)
+        line = " ".join(str(text)[: 8 * cls._MAX_DETAIL].split())
+        line = scrub(line)  # an SDK's message may quote a request's body or headers
         if len(line) > cls._MAX_DETAIL:
             line = line[: cls._MAX_DETAIL - 3] + "..."
         return line or "no detail given"

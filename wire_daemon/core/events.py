@@ -31,4 +31,6 @@ class TaskEvent:
     exit_code: int | None = None
     input_bytes: int | None = None
     peak_memory_bytes: int | None = None
+    # HELD: HTCondor held the job because it used more memory than it requested (the memory rightsizer doubles it).
+    memory_exceeded: bool = False
     condor_job: str | None = None  # "cluster.proc" of the attempt, for FINISHED: finds its kickstart record

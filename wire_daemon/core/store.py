@@ -11,11 +11,22 @@ Crash safety: a launch request is written *before* the cloud call and closed
 after it, each in its own transaction, so a daemon killed in between finds the
 open request on restart and can look for the instances tagged with its id
 instead of launching again.
+
+One writer that decides: the running daemon holds ``StateLock`` (an
+exclusive ``flock`` on ``<state file>.lock``) for its whole life, so a second
+daemon on the same file is refused. The operator's commands do not take it:
+each of their writes is one transaction (``BEGIN IMMEDIATE``), which holds
+SQLite's own write lock for that write only, so they write beside the running
+daemon safely. Nothing here writes a temporary file: SQLite's write-ahead log
+(``-wal``, ``-shm``) is part of the database, replayed or dropped by the next
+connection after a kill -9, and removed by SQLite at the last clean close.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import time
 import uuid
@@ -98,6 +109,57 @@ class LaunchRequest:
     count: int
     requested_at: float
     state: str
+
+
+class StateLock:
+    """The running daemon's exclusive hold on its state file, for its lifetime (see the module docstring).
+
+    The kernel drops the lock when its holder dies, however it dies: a kill -9
+    leaves no stale lock to clean. The lock file itself stays, with the last
+    holder's pid: removing it at exit would race with a daemon taking it.
+    """
+
+    def __init__(self, state_path: str | Path) -> None:
+        self.state_path = Path(state_path)
+        self.path = self.state_path.with_name(self.state_path.name + ".lock")
+        self._handle: Any = None
+
+    def acquire(self) -> StateLock:
+        """Take the lock or raise ``InputError`` naming the state file and the pid that holds it."""
+        try:
+            # Held open for the daemon's life (the lock lives on it). Append mode: opening never wipes the holder's pid.
+            handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise InputError(str(self.path), f"cannot open the state file's lock ({exc.strerror})") from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = self.holder()
+            handle.close()
+            who = f"pid {holder}" if holder else "another process"
+            raise InputError(
+                str(self.state_path),
+                f"in use by another wire-daemon run ({who}, lock {self.path.name}); "
+                "stop it first, or give this one another state_path",
+            ) from None
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def holder(self) -> int | None:
+        """The pid written by the last daemon that took the lock (it may be gone)."""
+        try:
+            text = self.path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return int(text) if text.isdigit() else None
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing the only descriptor drops the flock
+            self._handle = None
 
 
 class StateStore:

@@ -20,6 +20,19 @@ The model, and the choices made where reality offers several:
 * The initial pool is up at time zero (it exists when the workflow starts).
 * Ready tasks submitted in the same instant are shuffled with ``seed``: the
   order in which DAGMan submits siblings is not something a policy can rely on.
+* Memory (issue 15), only with ``instance_memory_mib`` > 0: each instance is
+  one partitionable slot of ``slots`` cores and that much memory; a job needs
+  a core and its ``request_memory`` (``memory_request_factor`` times its
+  transformation's largest traced peak, until the rightsizer changes it). A
+  negotiation takes idle jobs by priority and starts each on the oldest
+  instance it fits, skipping jobs that fit nowhere. A job whose traced peak
+  exceeds its request is held (like HTCondor's memory-exceeded hold, code 34)
+  after ``memory_failure_fraction`` of its occupancy, and stays held until
+  released; its whole allocation is wasted memory.
+* Instance types (issue 15), only with ``types``: a launch names one, and the
+  instance has that type's cores, memory (its own, or ``instance_memory_mib``
+  when the type gives none) and price per unit; the initial pool is of the
+  first type. ``cost_money`` is the bill at those prices.
 """
 
 from __future__ import annotations
@@ -34,12 +47,15 @@ from typing import cast
 import numpy as np
 
 from wire_daemon.core.billing import Billing
-from wire_daemon.core.config import EmulationConfig
+from wire_daemon.core.config import EmulationConfig, InstanceType
+from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.core.instances import PENDING, RUNNING, TERMINATED, Instance
 from wire_daemon.core.workflow import Workflow
+from wire_daemon.ports.prediction import DispatchEstimate
 
-_SUBMIT, _NEGOTIATE, _FINISH, _BOOT = range(4)
+_SUBMIT, _NEGOTIATE, _FINISH, _BOOT, _HOLD = range(5)
+_MIB = float(1 << 20)
 _SAME_INSTANT = 1e-6  # seconds: events closer than this happen together (float noise)
 
 
@@ -52,26 +68,61 @@ class _EmuInstance:
     end_time: float | None = None
     draining: bool = False
     running: set[int] = field(default_factory=set)
+    memory_mib: float = 0.0  # 0: memory not modelled
+    used_mib: float = 0.0  # requests of the running jobs
+    instance_type: str = ""  # one of the site's types; "": the one type of slots_per_instance slots
+    price: float = 1.0  # per charging unit
 
     @property
     def alive(self) -> bool:
         return self.end_time is None
 
 
+def task_times(workflow: Workflow, config: EmulationConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Each task's slot occupancy and execution time in this world: (transfers +) runtime, x time scale."""
+    transfer = (workflow.input_bytes + workflow.output_bytes) / config.bandwidth_bytes_per_s
+    runtime = np.nan_to_num(workflow.runtime_s, nan=0.0)  # a trace without a runtime: the task takes no time
+    return (runtime + transfer) * config.time_scale, runtime * config.time_scale
+
+
+def world_dispatch(workflow: Workflow, config: EmulationConfig) -> DispatchEstimate:
+    """What a job costs here beyond its occupancy, known rather than learned.
+
+    Jobs start only at negotiation cycles: on a busy slot a job started at a
+    cycle frees it mid-cycle, and the next starts at the following cycle, so
+    a task of occupancy o loses ceil(o / cycle) x cycle - o (per stage, the
+    mean). A job just submitted waits half a cycle on average; a node is
+    submitted ``submit_delay_s`` after its last parent ended.
+    """
+    cycle = config.negotiation_interval_s
+    occupancy, _ = task_times(workflow, config)
+    lost = np.ceil(occupancy / cycle - 1e-9) * cycle - occupancy
+    per_stage = np.bincount(workflow.stage_of, weights=lost, minlength=len(workflow.stages))
+    count = np.bincount(workflow.stage_of, minlength=len(workflow.stages))
+    gaps = np.where(count > 0, per_stage / np.maximum(count, 1), np.nan)
+    # gap_observations > 0: the gaps are this world's own, not a prior to keep off the DAG.
+    return DispatchEstimate(gaps, cycle / 2, config.submit_delay_s, cycle / 2, observations=1, gap_observations=1)
+
+
 class EmulatedSite:
     """Implements Observations, Cloud, CondorControl and Clock over virtual time."""
 
-    def __init__(self, workflow: Workflow, config: EmulationConfig, slots_per_instance: int, billing: Billing) -> None:
+    def __init__(
+        self,
+        workflow: Workflow,
+        config: EmulationConfig,
+        slots_per_instance: int,
+        billing: Billing,
+        types: Sequence[InstanceType] = (),
+    ) -> None:
         self.wf = workflow
         self.config = config
         self.slots_per_instance = slots_per_instance
+        self.types = {t.name: t for t in types}
+        self._first_type = types[0].name if types else ""
         self.billing = billing
         self.time = 0.0
-        bw = config.bandwidth_bytes_per_s
-        transfer = (workflow.input_bytes + workflow.output_bytes) / bw
-        runtime = np.nan_to_num(workflow.runtime_s, nan=0.0)
-        self.true_exec_s = runtime * config.time_scale
-        self.true_occupancy_s = (runtime + transfer) * config.time_scale
+        self.true_occupancy_s, self.true_exec_s = task_times(workflow, config)
         self._rng = np.random.default_rng(config.seed)
         self._events: list[tuple[float, int, int, object]] = []
         self._seq = itertools.count()
@@ -95,10 +146,11 @@ class EmulatedSite:
         self.restarts = 0
         self.wasted_slot_s = 0.0
         self.first_completion: dict[int, float] = {}  # stage -> time of its first finished task
+        self._init_memory(config)
         self._submit_roots()
         booted_at = -config.boot_lag_s if config.bill_initial_boot else 0.0
         for _ in range(config.initial_instances):
-            self._add_instance(ready_time=0.0, launch_time=booted_at)
+            self._add_instance(ready_time=0.0, launch_time=booted_at, instance_type=self._first_type)
 
     # -- Clock -------------------------------------------------------------
 
@@ -136,9 +188,12 @@ class EmulatedSite:
     def all_instances(self) -> Sequence[Instance]:
         return [self._view(i) for i in self._instances.values()]
 
-    def launch(self, count: int, request_id: str | None = None) -> Sequence[Instance]:
+    def launch(self, count: int, request_id: str | None = None, *, instance_type: str = "") -> Sequence[Instance]:
+        if instance_type and instance_type not in self.types:
+            raise ConfigError(f"the emulated site has no instance type {instance_type!r}")
         ready = self.time + self.config.boot_lag_s
-        return [self._view(self._add_instance(ready)) for _ in range(count)]
+        kind = instance_type or self._first_type
+        return [self._view(self._add_instance(ready, instance_type=kind)) for _ in range(count)]
 
     def adopt(self, instance_id: str) -> Instance:
         """An instance launched elsewhere (a real cloud API) joins this world, after the boot lag.
@@ -147,7 +202,7 @@ class EmulatedSite:
         """
         if instance_id in self._instances:
             raise ValueError(f"instance {instance_id!r} is already in the emulated pool")
-        inst = self._add_instance(self.time + self.config.boot_lag_s, instance_id)
+        inst = self._add_instance(self.time + self.config.boot_lag_s, instance_id, instance_type=self._first_type)
         return self._view(inst)
 
     def terminate(self, instance_ids: Sequence[str]) -> Sequence[str]:
@@ -188,6 +243,16 @@ class EmulatedSite:
     def cost_units(self, until: float) -> int:
         return sum(self._units(inst, until) for inst in self._instances.values())
 
+    def units_by_type(self, until: float) -> dict[str, int]:
+        units: dict[str, int] = {}
+        for inst in self._instances.values():
+            units[inst.instance_type] = units.get(inst.instance_type, 0) + self._units(inst, until)
+        return units
+
+    def cost_money(self, until: float) -> float:
+        """The bill at each instance's price per unit (equal to ``cost_units`` without instance types)."""
+        return sum(self._units(inst, until) * inst.price for inst in self._instances.values())
+
     def paid_slot_seconds(self, until: float) -> float:
         return sum(self._units(i, until) * self.billing.charging_unit_s * i.slots for i in self._instances.values())
 
@@ -213,6 +278,10 @@ class EmulatedSite:
                 self._finish(task)
         elif kind == _BOOT:
             self._request_negotiation()
+        elif kind == _HOLD:
+            task, attempt = cast(tuple[int, int], payload)
+            if self._attempt[task] == attempt and task in self._host:
+                self._hold(task)
 
     def _submit_roots(self) -> None:
         roots = np.flatnonzero(self._pending_parents == 0)
@@ -239,6 +308,9 @@ class EmulatedSite:
 
     def _negotiate(self) -> None:
         self._negotiation_at = None
+        if self.memory_on:
+            self._negotiate_shapes()
+            return
         free = self._free_slots()
         slot = next(free, None)
         while slot is not None and self._idle:
@@ -269,6 +341,8 @@ class EmulatedSite:
             self._instances[instance_id].running.add(task)
         self._outbox.append(TaskEvent(self.time, EventKind.STARTED, self.wf.task_ids[task], host=self._host[task]))
         self._ends[task] = self.time + float(self.true_occupancy_s[task])
+        if instance_id is not None and self.memory_on and self._allocate(task, instance_id):
+            return  # it will be held for memory before it ends
         self._push(self._ends[task], _FINISH, (task, int(self._attempt[task])))
 
     def _finish(self, task: int) -> None:
@@ -278,6 +352,7 @@ class EmulatedSite:
         if host in self._instances:
             self._instances[host].running.discard(task)
             self.busy_slot_s += occupancy
+            self._free_memory(task, host, occupancy, failed=False)
             self._request_negotiation()
         self._done[task] = True
         self.n_done += 1
@@ -292,6 +367,7 @@ class EmulatedSite:
                 exec_runtime_s=float(self.true_exec_s[task]),
                 exit_code=0,
                 input_bytes=int(self.wf.input_bytes[task]),
+                peak_memory_bytes=int(self.wf.peak_memory_bytes[task]) or None,
             )
         )
         self._release_children(task)
@@ -307,8 +383,9 @@ class EmulatedSite:
 
     def _evict(self, task: int) -> None:
         occupancy = self.time - self._start.pop(task)
-        self._host.pop(task)
+        host = self._host.pop(task)
         self._ends.pop(task, None)
+        self._free_memory(task, host, occupancy, failed=True)
         self.busy_slot_s += occupancy
         self.wasted_slot_s += occupancy
         self.restarts += 1
@@ -318,11 +395,22 @@ class EmulatedSite:
         self._request_negotiation()
 
     def _add_instance(
-        self, ready_time: float, instance_id: str | None = None, launch_time: float | None = None
+        self,
+        ready_time: float,
+        instance_id: str | None = None,
+        launch_time: float | None = None,
+        instance_type: str = "",
     ) -> _EmuInstance:
         instance_id = instance_id or f"i-{next(self._instance_ids):05d}"
         launched = self.time if launch_time is None else launch_time
-        inst = _EmuInstance(instance_id, launched, ready_time, self.slots_per_instance)
+        inst = _EmuInstance(
+            instance_id, launched, ready_time, self.slots_per_instance, memory_mib=self.instance_memory_mib
+        )
+        kind = self.types.get(instance_type)
+        if kind is not None:
+            inst.instance_type, inst.slots, inst.price = kind.name, kind.cores, kind.price
+            if self.memory_on:
+                inst.memory_mib = kind.memory_mib or self.instance_memory_mib
         self._instances[inst.instance_id] = inst
         self._alive[inst.instance_id] = inst
         if ready_time > self.time:
@@ -331,6 +419,128 @@ class EmulatedSite:
             self._request_negotiation()
         return inst
 
+    # -- memory: partitionable slots, requests and holds (issue 15) ----------
+
+    def _init_memory(self, config: EmulationConfig) -> None:
+        self.instance_memory_mib = config.instance_memory_mib
+        self.memory_on = config.instance_memory_mib > 0
+        n = self.wf.n_tasks
+        self.peak_mib = self.wf.peak_memory_bytes / _MIB
+        self.request_mib = user_requests(self.wf, config) if self.memory_on else np.zeros(n)
+        self._alloc: dict[int, float] = {}  # running task -> the request it holds on its instance
+        self._held: set[int] = set()
+        self.memory_failures = 0
+        self.used_memory_mib_s = 0.0  # peak x occupancy of the attempts that finished
+        self.wasted_memory_mib_s = 0.0  # the paper's W: over-allocation, and all of a failed attempt's
+
+    def task_request_mib(self, tasks: np.ndarray) -> np.ndarray:
+        """TaskShapes: each task's current request (NaN when memory is not modelled)."""
+        return self.request_mib[tasks] if self.memory_on else np.full(len(tasks), np.nan)
+
+    def request_memory_mib(self, task_id: str) -> float | None:
+        return float(self.request_mib[self.wf.index_of(task_id)]) if self.memory_on else None
+
+    def set_request_memory(self, task_id: str, mib: int) -> bool:
+        task = self.wf.index_of(task_id)
+        if not self.memory_on or task in self._host or self._done[task] or mib > self.instance_memory_mib:
+            return False
+        self.request_mib[task] = float(mib)
+        return True
+
+    def release_job(self, task_id: str) -> bool:
+        task = self.wf.index_of(task_id)
+        if task not in self._held:
+            return False
+        self._held.discard(task)
+        self._outbox.append(TaskEvent(self.time, EventKind.RELEASED, task_id))
+        heapq.heappush(self._idle, (-int(self._priority[task]), int(self._submit_seq[task]), task))
+        self._request_negotiation()
+        return True
+
+    def paid_memory_mib_s(self, until: float) -> float:
+        return sum(
+            self._units(i, until) * self.billing.charging_unit_s * i.memory_mib for i in self._instances.values()
+        )
+
+    def _negotiate_shapes(self) -> None:
+        """Idle jobs by priority, each on the oldest instance with a free core and room for its request."""
+        usable = [i for i in self._alive.values() if not i.draining and i.ready_time <= self.time]
+        skipped = []
+        while self._idle and any(len(i.running) < i.slots for i in usable):
+            entry = heapq.heappop(self._idle)
+            neg_prio, seq, task = entry
+            stale = task in self._host or self._done[task] or -neg_prio != self._priority[task]
+            if stale or seq != self._submit_seq[task] or task in self._held:
+                continue
+            need = float(self.request_mib[task])
+            fits = next((i for i in usable if len(i.running) < i.slots and i.memory_mib - i.used_mib >= need), None)
+            if fits is None:
+                skipped.append(entry)  # too big for what is free now; smaller jobs behind it may still start
+                continue
+            self._start_task(task, fits.instance_id)
+        for entry in skipped:
+            heapq.heappush(self._idle, entry)
+
+    def _allocate(self, task: int, instance_id: str) -> bool:
+        """Claim the job's request on its instance; True (and a hold scheduled) when its peak exceeds it."""
+        request = float(self.request_mib[task])
+        self._alloc[task] = request
+        self._instances[instance_id].used_mib += request
+        if self.peak_mib[task] <= request:
+            return False
+        fail_at = self.time + self.config.memory_failure_fraction * float(self.true_occupancy_s[task])
+        self._push(fail_at, _HOLD, (task, int(self._attempt[task])))
+        return True
+
+    def _free_memory(self, task: int, host: str, occupancy: float, failed: bool) -> None:
+        request = self._alloc.pop(task, None)
+        if request is None:
+            return
+        inst = self._instances.get(host)
+        if inst is not None:
+            inst.used_mib -= request
+        if failed:
+            self.wasted_memory_mib_s += request * occupancy
+        else:
+            peak = float(self.peak_mib[task])
+            self.used_memory_mib_s += peak * occupancy
+            self.wasted_memory_mib_s += max(request - peak, 0.0) * occupancy
+
+    def _hold(self, task: int) -> None:
+        """The job went over its request: held, its slot and memory freed, the attempt's time wasted."""
+        host = self._host.pop(task)
+        occupancy = self.time - self._start.pop(task)
+        self._ends.pop(task, None)
+        self._instances[host].running.discard(task)
+        self._free_memory(task, host, occupancy, failed=True)
+        self.busy_slot_s += occupancy
+        self.wasted_slot_s += occupancy
+        self.memory_failures += 1
+        self._attempt[task] += 1
+        self._held.add(task)
+        self._outbox.append(TaskEvent(self.time, EventKind.HELD, self.wf.task_ids[task], memory_exceeded=True))
+        self._request_negotiation()
+
     def _view(self, inst: _EmuInstance) -> Instance:
         state = TERMINATED if not inst.alive else (RUNNING if inst.ready_time <= self.time else PENDING)
-        return Instance(inst.instance_id, inst.launch_time, inst.slots, state)
+        return Instance(inst.instance_id, inst.launch_time, inst.slots, state, instance_type=inst.instance_type)
+
+
+def user_requests(workflow: Workflow, config: EmulationConfig) -> np.ndarray:
+    """Each task's request_memory in MiB: the factor times its transformation's largest traced peak.
+
+    Whole MiB, at least 1. A request no instance can hold would leave the job
+    idle forever, so it is refused here rather than hanging a replay.
+    """
+    peaks: dict[str, float] = {}
+    for name, peak in zip(workflow.transformation, workflow.peak_memory_bytes.tolist()):
+        peaks[name] = max(peaks.get(name, 0.0), peak / _MIB)
+    per_name = {name: max(math.ceil(peak * config.memory_request_factor), 1) for name, peak in peaks.items()}
+    requests = np.array([per_name[name] for name in workflow.transformation], dtype=np.float64)
+    if requests.size and requests.max() > config.instance_memory_mib:
+        worst = workflow.transformation[int(np.argmax(requests))]
+        raise ConfigError(
+            f"emulation.instance_memory_mib {config.instance_memory_mib:g} is less than the request of "
+            f"{worst} ({requests.max():g} MiB): its jobs could never start"
+        )
+    return requests

@@ -7,6 +7,11 @@ never fatal to the loop):
   ready tasks of each stage) with a non-durable ``Schedd.edit``. A DAGMan
   retry submits a new cluster, so the wanted priority is kept per DAG node and
   re-applied whenever the node's current job id changes (``sync``);
+* right-sizing memory (issue 15, when ``memory.rightsizing`` is on): read a
+  node's ``RequestMemory``, set a new one with a durable ``Schedd.edit`` (kept
+  per DAG node and re-applied by ``sync`` to a DAGMan retry's new cluster,
+  which comes back with the submit file's request), and release a job held
+  for memory;
 * retiring a worker: drain its startd gracefully (running jobs finish, no new
   job starts, no claim is reused) and, right before the instance is
   terminated, check that none of its slots still holds a claim.
@@ -45,6 +50,8 @@ class ScheddLike(Protocol):
 
     def query(self, constraint: str = ..., projection: list[str] = ...) -> list[Any]: ...
 
+    def act(self, action: Any, job_spec: Any, reason: str | None = ...) -> Any: ...
+
 
 class CollectorLike(Protocol):
     def query(
@@ -55,6 +62,12 @@ class CollectorLike(Protocol):
 @dataclass
 class _Boost:
     priority: int
+    applied_to: str | None = None  # job id the edit reached last
+
+
+@dataclass
+class _Request:
+    mib: int
     applied_to: str | None = None  # job id the edit reached last
 
 
@@ -74,6 +87,7 @@ class HTCondorControl:
     startd_factory: Callable[[Any], Any] | None = None
     errors: int = 0
     _boosts: dict[str, _Boost] = field(default_factory=dict)
+    _requests: dict[str, _Request] = field(default_factory=dict)  # wanted RequestMemory per node
 
     # -- priority hook -----------------------------------------------------
 
@@ -82,12 +96,14 @@ class HTCondorControl:
         self._apply(task_id)
 
     def sync(self) -> int:
-        """Re-apply wanted priorities to nodes whose job id changed (DAGMan retries)."""
-        return sum(self._apply(task_id) for task_id in list(self._boosts))
+        """Re-apply wanted priorities and memory requests to nodes whose job id changed (DAGMan retries)."""
+        boosts = sum(self._apply(task_id) for task_id in list(self._boosts))
+        return boosts + sum(self._apply_request(task_id) for task_id in list(self._requests))
 
     def forget(self, task_id: str) -> None:
         """The node is done: stop tracking it."""
         self._boosts.pop(task_id, None)
+        self._requests.pop(task_id, None)
 
     def _apply(self, task_id: str) -> bool:
         boost = self._boosts[task_id]
@@ -114,6 +130,59 @@ class HTCondorControl:
             )
         )
         return int(ads[0].get("JobPrio", 0)) if ads else 0
+
+    # -- memory requests (issue 15) -----------------------------------------
+
+    def request_memory_mib(self, task_id: str) -> float | None:
+        """RequestMemory of the node's queued job, None if it has none or it is an expression we cannot read."""
+        job_id = self.job_id_of(task_id)
+        if job_id is None:
+            return None
+        try:
+            ads = self._job_ads(job_id, ["RequestMemory"])
+            return float(ads[0]["RequestMemory"]) if ads else None
+        except (KeyError, TypeError, ValueError):
+            return None  # e.g. an ifThenElse on MemoryUsage: left as the user wrote it
+        except Exception as exc:
+            self.errors += 1
+            log.warning("could not read RequestMemory of %s (job %s): %s", task_id, job_id, exc)
+            return None
+
+    def set_request_memory(self, task_id: str, mib: int) -> bool:
+        self._requests[task_id] = _Request(int(mib))  # a new value reaches the current job too
+        return self._apply_request(task_id)
+
+    def release_job(self, task_id: str) -> bool:
+        job_id = self.job_id_of(task_id)
+        if job_id is None:
+            return False
+        try:
+            self.schedd.act(_release(), [job_id], reason="wire-daemon: request_memory raised after a memory hold")
+        except Exception as exc:
+            self.errors += 1
+            log.warning("could not release %s (job %s): %s", task_id, job_id, exc)
+            return False
+        return True
+
+    def _apply_request(self, task_id: str) -> bool:
+        wanted = self._requests[task_id]
+        job_id = self.job_id_of(task_id)
+        if job_id is None or job_id == wanted.applied_to:
+            return False
+        try:
+            # Durable: a schedd restart must not give a grown job back the request it was held at.
+            self.schedd.edit([job_id], "RequestMemory", str(wanted.mib))
+        except Exception as exc:
+            self.errors += 1
+            log.warning("could not set RequestMemory of %s (job %s): %s", task_id, job_id, exc)
+            return False
+        wanted.applied_to = job_id
+        return True
+
+    def _job_ads(self, job_id: str, projection: list[str]) -> list[Any]:
+        cluster, _, proc = job_id.partition(".")
+        constraint = f"ClusterId == {int(cluster)} && ProcId == {int(proc)}"
+        return list(self.schedd.query(constraint=constraint, projection=projection))
 
     # -- retiring workers --------------------------------------------------
 
@@ -204,6 +273,12 @@ def _non_durable() -> Any:
     return htcondor2.TransactionFlag.NonDurable
 
 
+def _release() -> Any:
+    import htcondor2
+
+    return htcondor2.JobAction.Release
+
+
 def _graceful() -> Any:
     import htcondor2
 
@@ -231,6 +306,17 @@ class LoggedCondorControl:
 
     def retire_instance(self, instance_id: str) -> None:
         self.notes.append(f"condor control off: would drain {instance_id}")
+
+    def request_memory_mib(self, task_id: str) -> float | None:
+        return None  # no schedd to read: the rightsizer leaves every job as it is
+
+    def set_request_memory(self, task_id: str, mib: int) -> bool:
+        self.notes.append(f"condor control off: would set request_memory of {task_id} to {mib} MiB")
+        return True
+
+    def release_job(self, task_id: str) -> bool:
+        self.notes.append(f"condor control off: would release {task_id}")
+        return True
 
     def take_notes(self) -> list[str]:
         notes, self.notes = self.notes, []

@@ -5,7 +5,13 @@ the state file. Whatever the policy asks, it:
 
 * never exceeds ``max_instances`` live instances, never launches more than
   ``max_launches_per_interval`` at once, and never starts more charging units
-  per hour than ``budget_units_per_hour`` (when set);
+  per hour than ``budget_units_per_hour`` (when set; with instance types it is
+  money: each unit started costs its type's price, an instance of unknown type
+  the dearest listed price). Before each launch it
+  counts what the cloud lists under the pool's tag (adopting instances a
+  previous life launched), the instances the state file holds, and each open
+  request it cannot settle (its reply was lost: the launch may have happened)
+  as that many more; when the cloud cannot be listed, it launches nothing;
 * in dry-run mode makes no cloud call at all, not even a listing: it keeps
   a pool of phantom instances (``dry-run-0001``...) that it "launches" and
   "terminates", so the decisions log reads as the real run would, and notes
@@ -28,17 +34,22 @@ terminates ours that are stopped, failed, or never joined the pool.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import LIVE_STATES, RUNNING, TERMINATED, UNUSABLE_STATES, Instance, LifecycleState
 from wire_daemon.core.journal import Journal, Notice, back_off, cloud_error, limit_hit
-from wire_daemon.core.store import InstanceRecord, StateStore
+from wire_daemon.core.store import InstanceRecord, LaunchRequest, StateStore
 from wire_daemon.ports import Cloud
 
 log = logging.getLogger(__name__)
+
+# EC2 lists an instance some seconds after RunInstances returns (eventual consistency): an open
+# request whose look-up finds nothing counts as launched until it is this old, then is rolled back.
+REQUEST_VISIBLE_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -57,12 +68,19 @@ class SafetyConfig:
         for key in ("max_instances", "max_launches_per_interval"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"safety.{key} must be >= 0 (got {getattr(self, key)!r})")
-        if self.budget_units_per_hour is not None and self.budget_units_per_hour < 0:
+        if self.budget_units_per_hour is not None and not self.budget_units_per_hour >= 0:  # NaN too
             raise ConfigError(f"safety.budget_units_per_hour must be >= 0 (got {self.budget_units_per_hour!r})")
         for key in ("join_timeout_s", "died_young_s", "backoff_initial_s", "backoff_max_s"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"safety.{key} must be > 0 (got {getattr(self, key)!r})")
         return self
+
+
+class PoolCount(NamedTuple):
+    """What may be live before a launch: counted instances, and the spans of those only possibly launched."""
+
+    live: int
+    possible: list[tuple[float, float]]  # (requested at, now) per instance an unsettled request may hold
 
 
 @dataclass
@@ -87,6 +105,7 @@ class GuardedCloud:
         journal: Journal | None = None,
         joined: Callable[[str], bool] | None = None,
         holds_claims: Callable[[str], bool] | None = None,
+        prices: Mapping[str, float] | None = None,
     ) -> None:
         self.driver = driver
         self.store = store
@@ -100,6 +119,9 @@ class GuardedCloud:
         self._backoff_s = config.backoff_initial_s
         self._phantoms: dict[str, Instance] = {}  # dry-run: the pool we would have
         self._phantom_ends: dict[str, float] = {}
+        # Price per charging unit of each instance type (steering.instance_types); empty: every unit costs 1.
+        self.prices = dict(prices or {})
+        self._type_of: dict[str, str] = {}  # instance -> its type, as launched or listed
 
     @property
     def slots_per_instance(self) -> int:
@@ -115,6 +137,7 @@ class GuardedCloud:
         except CloudError as exc:
             self._publish(cloud_error("listing instances", exc.kind, exc))
             return [self._as_instance(r) for r in self.store.instances()]  # last known pool
+        self._adopt(live)
         self._notice_deaths(live)
         self._retry_lost_terminations(live)
         return live
@@ -122,16 +145,18 @@ class GuardedCloud:
     def find_request(self, request_id: str) -> list[Instance]:
         return [] if self.config.dry_run else list(self.driver.find_request(request_id))
 
-    def launch(self, count: int, request_id: str | None = None) -> list[Instance]:
-        allowed = self._allowed_launches(count)
+    def launch(self, count: int, request_id: str | None = None, *, instance_type: str = "") -> list[Instance]:
+        allowed = self._allowed_launches(count, instance_type)
         if allowed <= 0:
             return []
         if self.config.dry_run:
-            self._note(f"dry-run: would launch {allowed} instance(s)")
-            return self._launch_phantoms(allowed)
+            of_type = f" of type {instance_type}" if instance_type else ""
+            self._note(f"dry-run: would launch {allowed} instance(s){of_type}")
+            return self._launch_phantoms(allowed, instance_type)
         request_id = self.store.open_request(allowed, now=self.clock())
+        typed = {"instance_type": instance_type} if instance_type else {}  # a one-type driver is called as before
         try:
-            launched = list(self.driver.launch(allowed, request_id=request_id))
+            launched = list(self.driver.launch(allowed, request_id=request_id, **typed))
         except CloudError as exc:
             self._publish(cloud_error(f"launching {allowed}", exc.kind, exc))
             self._record(exc.partial or [], request_id)
@@ -202,13 +227,23 @@ class GuardedCloud:
     def _settle_requests(self, report: ReconcileReport) -> None:
         for request in self.store.open_requests():
             found = self.driver.find_request(request.request_id)
-            self._record([i for i in found if i.state != TERMINATED], request.request_id)
-            if found:
-                self.store.close_request(request.request_id, now=self.clock())
+            outcome = self._settle_found(request, found)
+            if outcome == "done":
                 report.requests_finished.append(request.request_id)
-            else:
-                self.store.close_request(request.request_id, "rolled_back", now=self.clock())
+            elif outcome == "rolled_back":
                 report.requests_rolled_back.append(request.request_id)
+
+    def _settle_found(self, request: LaunchRequest, found: Sequence[Instance]) -> str:
+        """Close a request on what the cloud holds for it: done, rolled back, or still open (too young to tell)."""
+        now = self.clock()
+        self._adopt(found)
+        if found:
+            self.store.close_request(request.request_id, now=now)
+            return "done"
+        if now - request.requested_at < REQUEST_VISIBLE_S:
+            return "open"
+        self.store.close_request(request.request_id, "rolled_back", now=now)
+        return "rolled_back"
 
     # -- accounting ---------------------------------------------------------------------
 
@@ -216,48 +251,111 @@ class GuardedCloud:
         """Charging units started so far by every instance we launched (phantoms in dry-run)."""
         return sum(self.billing.units(start, end) for start, end in self._spans(now))
 
+    def _count_pool(self, now: float) -> PoolCount | None:
+        """Every instance that may be live, from the cloud's own listing; None when the cloud cannot be listed.
+
+        The state file alone misses instances a previous life launched and
+        the launches whose reply was lost, so the listing is taken fresh.
+        """
+        if self.config.dry_run:
+            return PoolCount(len(self.list_instances()), [])
+        try:
+            listed = list(self.driver.list_instances())
+        except CloudError as exc:
+            self._publish(cloud_error("counting the pool before a launch", exc.kind, exc))
+            return None
+        self._adopt(listed)
+        possible: list[tuple[float, float]] = []
+        for request in self.store.open_requests():
+            unseen = self._unsettled(request, listed)
+            possible += [(request.requested_at, now)] * unseen
+        counted = {i.instance_id for i in listed} | {r.instance_id for r in self.store.instances()}
+        return PoolCount(len(counted) + len(possible), possible)
+
+    def _unsettled(self, request: LaunchRequest, listed: Sequence[Instance]) -> int:
+        """How many instances an open request may hold beyond those listed (0 once it is settled)."""
+        seen = sum(1 for i in listed if i.request_id == request.request_id)
+        if seen >= request.count:
+            self.store.close_request(request.request_id, now=self.clock())
+            return 0
+        try:
+            found = self.driver.find_request(request.request_id)
+        except CloudError as exc:
+            self._publish(cloud_error(f"looking up launch request {request.request_id}", exc.kind, exc))
+            return request.count - seen
+        outcome = self._settle_found(request, found)
+        return request.count - seen if outcome == "open" else 0
+
     def _spans(self, now: float) -> list[tuple[float, float]]:
         if self.config.dry_run:
             return [(i.launch_time, self._phantom_ends.get(k, now)) for k, i in self._phantoms.items()]
         records = self.store.instances(live_only=False)
         return [(r.launch_time, r.ended_at if r.ended_at is not None else now) for r in records]
 
-    def _launch_phantoms(self, count: int) -> list[Instance]:
+    def _launch_phantoms(self, count: int, instance_type: str = "") -> list[Instance]:
         made = []
         for _ in range(count):
             instance_id = f"dry-run-{len(self._phantoms) + 1:04d}"
-            self._phantoms[instance_id] = Instance(instance_id, self.clock(), self.slots_per_instance, RUNNING)
+            self._type_of[instance_id] = instance_type
+            self._phantoms[instance_id] = Instance(
+                instance_id, self.clock(), self.slots_per_instance, RUNNING, instance_type=instance_type
+            )
             made.append(self._phantoms[instance_id])
         return made
 
     # -- limits ------------------------------------------------------------------------
 
-    def _allowed_launches(self, wanted: int) -> int:
+    def _allowed_launches(self, wanted: int, instance_type: str = "") -> int:
         now = self.clock()
-        live = len(self.list_instances()) if self.config.dry_run else len(self.store.instances())
-        limits = {
-            "asked": wanted,
-            "max_instances": self.config.max_instances - live,
-            "max_launches_per_interval": self.config.max_launches_per_interval,
-            "budget_units_per_hour": self._budget_left(now),
-        }
-        allowed = max(0, min(limits.values()))
+        if wanted <= 0:
+            return 0
         if now < self._backoff_until:
             self._publish(back_off(self._backoff_until))
             return 0
+        pool = self._count_pool(now)
+        if pool is None:
+            return 0  # what cannot be counted might be at the cap already
+        limits = {
+            "asked": wanted,
+            "max_instances": self.config.max_instances - pool.live,
+            "max_launches_per_interval": self.config.max_launches_per_interval,
+            "budget_units_per_hour": self._budget_left(now, pool.possible, instance_type),
+        }
+        allowed = max(0, min(limits.values()))
         if allowed < wanted:
             binding = min((v, k) for k, v in limits.items())[1]
             self._publish(limit_hit(binding, allowed, wanted))
         return allowed
 
-    def _budget_left(self, now: float) -> int:
-        """Units that may still start in the rolling hour; a new instance starts one unit now."""
+    def _budget_left(self, now: float, possible: Sequence[tuple[float, float]] = (), instance_type: str = "") -> int:
+        """Instances of ``instance_type`` that may still start a unit in the rolling hour; a launch starts one now.
+
+        ``possible`` holds the spans of instances an unsettled request may have launched: paid as if it had.
+        The budget is money: a unit costs its instance's type's price (1 without prices).
+        """
         if self.config.budget_units_per_hour is None:
             return 1 << 30
-        started = sum(
-            self.billing.unit_starts_between(start, end, now - 3600.0, now) for start, end in self._spans(now)
+        window = now - 3600.0
+        spent = sum(
+            self.billing.unit_starts_between(start, end, window, now) * self._price(instance_id)
+            for instance_id, start, end in self._priced_spans(now)
         )
-        return max(0, int(self.config.budget_units_per_hour - started))
+        spent += sum(self.billing.unit_starts_between(s, e, window, now) * self._price(None) for s, e in possible)
+        left = self.config.budget_units_per_hour - spent
+        return max(0, int(left // self._price(instance_type or None) + 1e-9))
+
+    def _price(self, instance_or_type: str | None) -> float:
+        """The price per unit of an instance (or, for a launch, of a type); unknown: the dearest listed."""
+        if not self.prices:
+            return 1.0
+        name = self._type_of.get(instance_or_type or "", instance_or_type or "")
+        return self.prices.get(name, max(self.prices.values()))
+
+    def _priced_spans(self, now: float) -> list[tuple[str, float, float]]:
+        if self.config.dry_run:
+            return [(k, i.launch_time, self._phantom_ends.get(k, now)) for k, i in self._phantoms.items()]
+        records = self.store.instances(live_only=False)
+        return [(r.instance_id, r.launch_time, r.ended_at if r.ended_at is not None else now) for r in records]
 
     # -- failures and back-off --------------------------------------------------------
 
@@ -315,11 +413,28 @@ class GuardedCloud:
 
     def _record(self, instances: Sequence[Instance], request_id: str | None) -> None:
         for i in instances:
+            if i.instance_type:
+                self._type_of[i.instance_id] = i.instance_type
             self.store.record_instance(
                 InstanceRecord(
                     i.instance_id, request_id, i.launch_time, i.launch_time, i.slots, i.address, LifecycleState.BOOTING
                 )
             )
+
+    def _adopt(self, instances: Sequence[Instance]) -> None:
+        """Record the instances the state file has never known (a previous life's, a lost reply's).
+
+        One that already ended still paid its units: it is recorded as ended now, for the budget.
+        """
+        known = {r.instance_id for r in self.store.instances(live_only=False)}
+        for instance in instances:
+            if instance.instance_type:  # what the budget prices it at, also for those a previous life recorded
+                self._type_of[instance.instance_id] = instance.instance_type
+            if instance.instance_id in known:
+                continue
+            self._record([instance], instance.request_id or None)
+            if instance.state == TERMINATED:
+                self.store.mark_ended(instance.instance_id, "vanished", now=self.clock(), state=LifecycleState.VANISHED)
 
     def _ended(self, record: InstanceRecord, reason: str) -> None:
         state = LifecycleState.TERMINATED if reason == "released" else LifecycleState.VANISHED

@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.secrets import looks_like_secret, shown
 from wire_daemon.execute.providers.base import check_name
 
 EXECUTE_TEMPLATE = "wire-execute.conf.in"
@@ -140,6 +141,14 @@ class WorkerConfig:
 
     def _validate_token(self) -> None:
         delivery = self.delivery
+        for name in ("token_source", "admin_key_source"):
+            if looks_like_secret(getattr(self, name)):
+                # Pasted by mistake, it would be rendered into user-data and printed: refuse it, and never echo it.
+                raise ConfigError(
+                    f"worker.{name} looks like a secret itself, not a reference to where one is kept "
+                    "(an SSM parameter or Secrets Manager name or ARN, a Barbican href, a path on the worker); "
+                    "the value is not shown"
+                )
         if delivery not in DELIVERIES[self.cloud]:
             raise ConfigError(
                 f"worker.token_delivery {delivery!r} does not work on {self.cloud}; "
@@ -163,10 +172,12 @@ class WorkerConfig:
                 f"with {delivery!r} set worker.{source} instead"
             )
         if not _SOURCE_FORMS[delivery].match(self.token_source):
-            raise ConfigError(f"worker.token_source is not a valid {delivery} reference (got {self.token_source!r})")
+            raise ConfigError(
+                f"worker.token_source is not a valid {delivery} reference (got {shown(self.token_source)})"
+            )
         if self.admin_key_source and not _SOURCE_FORMS[delivery].match(self.admin_key_source):
             raise ConfigError(
-                f"worker.admin_key_source is not a valid {delivery} reference (got {self.admin_key_source!r})"
+                f"worker.admin_key_source is not a valid {delivery} reference (got {shown(self.admin_key_source)})"
             )
 
 

@@ -28,6 +28,7 @@ from wire_daemon.core.journal import (
 )
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.ports import Cloud, CondorControl, Observations
+from wire_daemon.ports.memory import JobSizer
 from wire_daemon.ports.policy import PlanResult, ScalingPolicy
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,10 @@ class PriorityBoost:
 
 
 class MapeLoop:
+    # The daemon's safe state (service/safe_state.py): while True nothing is launched and the timed
+    # releases wait; the policy's decision is already "no change" then, this holds the rest.
+    frozen: bool = False
+
     def __init__(
         self,
         state: RunState,
@@ -155,6 +160,7 @@ class MapeLoop:
         journal: Journal | None = None,
         lifecycle: Lifecycle | None = None,
         joined: Callable[[str], bool] | None = None,
+        memory: JobSizer | None = None,
     ) -> None:
         self.state = state
         self.observations = observations
@@ -169,9 +175,14 @@ class MapeLoop:
         self.journal = journal or Journal()
         self.lifecycle = lifecycle or Lifecycle()
         self.joined = joined  # does HTCondor see the instance's startd? None: running means joined
+        self.memory = memory  # the request_memory rightsizer (issue 15); None: requests are left alone
 
     def iterate(self, now: float) -> DecisionRecord:
-        self.state.apply_all(self.observations.poll_events())  # Monitor
+        events = self.observations.poll_events()
+        self.state.apply_all(events)  # Monitor
+        if self.memory is not None:  # Analyze + Execute for job shapes: before the pool is sized on them
+            for line in self.memory.step(now, events, self.state):
+                self.journal.publish(Notice(line))
         instances = list(self.cloud.list_instances())
         self.lifecycle.sync(instances, self.joined)
         started = time.perf_counter()
@@ -179,7 +190,7 @@ class MapeLoop:
         decision_s = time.perf_counter() - started
         self.last_plan = plan
         decision = plan.decision
-        launched = self._launch(now, decision.launch)  # Execute
+        launched = self._launch(now, decision.launch, decision.launch_type)  # Execute
         for instance_id in decision.release:
             self._release(now, instance_id, decision.release_at.get(instance_id, now))
         self.release_due(now)
@@ -189,12 +200,16 @@ class MapeLoop:
         return self._record(now, plan, len(instances), launched, len(boosted), decision_s)
 
     def next_release(self) -> float | None:
+        if self.frozen:
+            return None
         return min(self.pending_releases.values(), default=None)
 
-    def _launch(self, now: float, count: int) -> list[str]:
-        if count <= 0:
+    def _launch(self, now: float, count: int, instance_type: str = "") -> list[str]:
+        if count <= 0 or self.frozen:
             return []
-        launched = [i.instance_id for i in self.cloud.launch(count)]
+        # The type only when one was chosen: a cloud of one type is called as it always was.
+        made = self.cloud.launch(count, instance_type=instance_type) if instance_type else self.cloud.launch(count)
+        launched = [i.instance_id for i in made]
         self.lifecycle.move_all([i for i in launched if self.lifecycle.state_of(i) is None], LifecycleState.BOOTING)
         self.journal.publish(InstancesLaunched(now, tuple(launched)))
         return launched
@@ -209,6 +224,8 @@ class MapeLoop:
 
     def release_due(self, now: float) -> list[str]:
         """Terminate the drained instances whose time has come."""
+        if self.frozen:
+            return []
         due = [i for i, at in self.pending_releases.items() if at <= now]
         if due:
             self.lifecycle.move_all([i for i in due if self._is_live(i)], LifecycleState.TERMINATING)

@@ -24,7 +24,8 @@ Event kinds (HTCondor event -> ``EventKind``):
 * JOB_EVICTED, SHADOW_EXCEPTION, JOB_RECONNECT_FAILED -> EVICTED (the job lost
   its slot and goes back to idle; a shadow exception is usually followed by an
   eviction or a hold, which the run state takes as a no-op);
-* JOB_HELD -> HELD, JOB_RELEASED -> RELEASED, JOB_ABORTED -> ABORTED;
+* JOB_HELD -> HELD (``memory_exceeded`` when held for memory: ``held_for_memory``),
+  JOB_RELEASED -> RELEASED, JOB_ABORTED -> ABORTED;
 * IMAGE_SIZE only feeds the peak memory; every other event is ignored
   (JOB_DISCONNECTED: the job may still be running; POST_SCRIPT_TERMINATED:
   DAGMan's business, the slot was already free).
@@ -126,7 +127,7 @@ class TaskEventMapper:
             return []
         if ev.type in _ENDS_ATTEMPT:
             self._state.peak.pop(key, None)
-        return [TaskEvent(ev.time, kind, task)]
+        return [TaskEvent(ev.time, kind, task, memory_exceeded=held_for_memory(ev))]
 
     def _finished(self, ev: LogEvent, task: str, key: str) -> list[TaskEvent]:
         out = []
@@ -160,6 +161,21 @@ class TaskEventMapper:
     def _raise_peak(self, key: str, value: int | None) -> None:
         if value:
             self._state.peak[key] = max(self._state.peak.get(key, 0), value)
+
+
+# HTCondor's hold reason code when the starter held a job for going over its memory request.
+HOLD_CODE_MEMORY = 34
+_MEMORY_WORDS = ("memory", "oom")
+
+
+def held_for_memory(ev: LogEvent) -> bool:
+    """A hold for memory: code 34, or a policy hold (SYSTEM_PERIODIC_HOLD, code 26 / 3) whose reason says memory."""
+    if ev.type != "JOB_HELD":
+        return False
+    if ev.hold_code == HOLD_CODE_MEMORY:
+        return True
+    reason = (ev.reason or "").lower()
+    return ev.hold_code in (3, 26) and any(word in reason for word in _MEMORY_WORDS)
 
 
 class EventLogFollower:

@@ -244,6 +244,7 @@ class PoolMember:
     gone_at: float = math.inf  # leaves then (released, or beyond the size considered)
     releasable: bool = True  # may go at the end of its unit (restart cost and age allow it)
     let_go: bool = False  # already released: it serves until ``gone_at`` and pays nothing more
+    dearness: float = 0.0  # price per task that fits (several instance types); 0 for all otherwise
 
     @property
     def new(self) -> bool:
@@ -257,8 +258,12 @@ def capacity_of(members: Sequence[PoolMember]) -> list[Slots]:
 
 
 def rank_members(members: Sequence[PoolMember]) -> list[PoolMember]:
-    """The order in which levels use instances: those paid furthest ahead first, new ones last."""
-    return sorted(members, key=lambda m: (m.new, -m.paid_until, m.launch_time))
+    """The order in which levels use instances: those paid furthest ahead first, new ones last.
+
+    With several instance types the cheapest per task come first, so the dearest are the ones left
+    unused and let go (a dear instance paid ahead idles until its unit ends rather than being renewed).
+    """
+    return sorted(members, key=lambda m: (m.new, m.dearness, -m.paid_until, m.launch_time))
 
 
 @dataclass(frozen=True)

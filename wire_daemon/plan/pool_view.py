@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Instance
+from wire_daemon.plan.shapes import dearness
 from wire_daemon.plan.steering import InstanceView, release_time
 
 
@@ -33,6 +34,7 @@ def instance_views(
             restart_cost_s.get(i.instance_id, 0.0),
             moments[i.instance_id],
             age_s=now - i.launch_time,
+            dearness=dearness(config, i),
         )
         for i in instances
     ]

@@ -41,6 +41,7 @@ from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import PENDING, RUNNING, Instance
 from wire_daemon.core.run_state import RunState
 from wire_daemon.plan.makespan import LevelModel, Levels, PoolMember, capacity_of, plan_instances, rank_members
+from wire_daemon.plan.shapes import dearness
 from wire_daemon.plan.steering import release_time
 from wire_daemon.ports.policy import PlanResult, SizeEstimate, SteeringDecision, UpcomingLoad
 from wire_daemon.ports.prediction import DispatchEstimate, DispatchModel, Prediction, Predictor
@@ -98,7 +99,9 @@ class SlowdownPolicy:
         if best.end > deadline:  # late whatever it does: at least a slot for every task still there at the next boot
             floor = self._reactive_floor(levels, pool)
         decision = self._decide(now, best, pool, floor)
-        decision.rule += f"; deadline {deadline:.0f} s"
+        # Relative: on a real site the clock is epoch seconds, which nobody reads.
+        left = deadline - now
+        decision.rule += f"; deadline in {left:.0f} s" if left >= 0 else f"; deadline passed {-left:.0f} s ago"
         estimates = [SizeEstimate(c.size, c.end, c.cost) for c in choices if abs(c.size - best.size) <= 1]
         return PlanResult(decision, upcoming, counts, prediction, estimates, full_pool_makespan_s=origin + full)
 
@@ -116,7 +119,10 @@ class SlowdownPolicy:
             ready = now if i.state == RUNNING else max(i.launch_time + lag, now)
             paid = now + billing.time_to_next_charge(i.launch_time, now)
             releasable = restart.get(i.instance_id, 0.0) <= limit and now - i.launch_time >= min_age
-            members.append(PoolMember(i.instance_id, i.slots, ready, paid, i.launch_time, releasable=releasable))
+            dear = dearness(config, i)
+            members.append(
+                PoolMember(i.instance_id, i.slots, ready, paid, i.launch_time, releasable=releasable, dearness=dear)
+            )
         for i in leaving:  # released earlier: its slots serve until it is terminated, at no further cost
             gone = self._released[i.instance_id]
             ready = now if i.state == RUNNING else i.launch_time + lag
@@ -146,8 +152,8 @@ class SlowdownPolicy:
         # How long a job started now holds its slot: the frontier's mean task.
         lead = levels.work_s[0] / levels.tasks[0] if levels.tasks[0] > 0 else 0.0
         kept = [b for b in base if b.gone_at == math.inf]
-        # Fewer instances: the cheapest to let go leave at the end of their paid unit.
-        going = sorted((b for b in kept if b.releasable), key=lambda b: (b.paid_until, b.instance_id))
+        # Fewer instances: the cheapest to let go leave at the end of their paid unit (the dearest type first).
+        going = sorted((b for b in kept if b.releasable), key=lambda b: (-b.dearness, b.paid_until, b.instance_id))
         dropped = {b.instance_id: replace(b, gone_at=b.paid_until) for b in going}
         low = max(config.min_instances, len(kept) - len(going), 1)
         high = max(config.max_instances, low)

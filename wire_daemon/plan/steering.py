@@ -62,6 +62,7 @@ class InstanceView:
     restart_cost_s: float  # c_j, max sunk occupancy of its tasks when the release takes effect
     release_at: float = 0.0  # when a release would take effect (see ``release_time``)
     age_s: float = float("inf")  # since launch
+    dearness: float = 0.0  # price per task that fits (several instance types): the dearest go first
 
 
 def release_time(now: float, time_to_next_charge_s: float, guard_s: float) -> float:
@@ -143,7 +144,7 @@ def choose_releases(
             for i in instances
             if i.time_to_next_charge_s <= interval_s and i.restart_cost_s <= limit and i.age_s >= min_age_s
         ),
-        key=lambda i: (i.restart_cost_s, i.time_to_next_charge_s, i.instance_id),
+        key=lambda i: (-i.dearness, i.restart_cost_s, i.time_to_next_charge_s, i.instance_id),
     )
     return [i.instance_id for i in candidates[:excess]]
 

@@ -39,7 +39,8 @@ class Cloud(Protocol):
     def find_request(self, request_id: str) -> Sequence[Instance]:
         """Every instance the cloud still reports for this launch request, in any state."""
 
-    def launch(self, count: int, request_id: str | None = None) -> Sequence[Instance]: ...
+    def launch(self, count: int, request_id: str | None = None, *, instance_type: str = "") -> Sequence[Instance]:
+        """Launch ``count`` instances of ``instance_type`` (one of steering.instance_types; "": the configured one)."""
 
     def terminate(self, instance_ids: Sequence[str]) -> Sequence[str]:
         """Terminate those of ``instance_ids`` that are ours and live; return them."""

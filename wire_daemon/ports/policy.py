@@ -26,6 +26,7 @@ class SteeringDecision:
     release: list[str] = field(default_factory=list)
     release_at: dict[str, float] = field(default_factory=dict)  # instance -> termination time
     rule: str = ""  # which rule fired, for the decisions log
+    launch_type: str = ""  # the instance type to launch (steering.instance_types); "": the configured one
 
 
 @dataclass

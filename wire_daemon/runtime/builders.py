@@ -28,11 +28,13 @@ def driver_config(settings: Settings) -> Any:
     return _validated(build_section(spec.config_class(), raw, settings.source, f"cloud.{kind}", fixed), settings.source)
 
 
-def user_data(settings: Settings) -> str:
-    """The workers' cloud-init; without ``cloud.worker`` the image must join the pool on its own."""
+def user_data(settings: Settings, slots: int | None = None) -> str:
+    """The workers' cloud-init (with ``slots``: for an instance type of that many); without ``cloud.worker``
+    the image must join the pool on its own."""
     if not settings.cloud.worker:
         return ""
-    fixed = {"cloud": settings.cloud.kind, "pool": settings.cloud.pool, "slots": settings.steering.slots_per_instance}
+    slots = settings.steering.slots_per_instance if slots is None else slots
+    fixed = {"cloud": settings.cloud.kind, "pool": settings.cloud.pool, "slots": slots}
     worker = build_section(WorkerConfig, settings.cloud.worker, settings.source, "cloud.worker", fixed)
     return render_user_data(_validated(worker, settings.source))
 
@@ -40,7 +42,11 @@ def user_data(settings: Settings) -> str:
 def build_driver(settings: Settings, daemon_id: str) -> CloudDriver:
     config = driver_config(settings)
     driver_class = provider(settings.cloud.kind).driver_class()
-    return driver_class(config, Ownership(settings.cloud.pool, daemon_id), user_data(settings))
+    driver: CloudDriver = driver_class(config, Ownership(settings.cloud.pool, daemon_id), user_data(settings))
+    types = settings.steering.instance_types
+    driver.type_slots = {t.name: t.cores for t in types}  # each type's workers advertise its own cores
+    driver.type_user_data = {t.name: user_data(settings, t.cores) for t in types}
+    return driver
 
 
 def _validated(config: Any, source: str) -> Any:

@@ -51,6 +51,9 @@ class PoolControl:
     action: str = ""  # drain-all | terminate-all: release every instance at the next plan
     command: str = ""  # the command that set the mode
     since: float | None = None  # wall clock
+    # Set by the daemon, not the operator, and never persisted with the mode: why it is in its safe state
+    # (service/safe_state.py). While set, nothing changes the pool whatever the mode; "" outside it.
+    safe: str = ""
 
     def apply(self, command: str, count: int | None = None, when: float | None = None) -> None:
         """Take an operator's command; raises ValueError for one it does not know."""
@@ -123,11 +126,17 @@ class ControlledPolicy:
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
         result = self.inner.plan(now, state, instances, queue_order)
         control = self.control
-        if control.mode == AUTO:
+        if control.mode == AUTO and not control.safe:
             return result
         wanted = result.decision
         staying = [i for i in instances if self.lifecycle.state_of(i.instance_id) not in _GOING]
-        if control.mode == PAUSED:
+        if control.safe:  # outranks the operator's mode; a drain-all or terminate-all waits for its end
+            decision = SteeringDecision(
+                len(staying),
+                wanted.planned,
+                rule=f"safe state, no change: {control.safe} (the policy wanted {wanted.target}: {wanted.rule})",
+            )
+        elif control.mode == PAUSED:
             decision = SteeringDecision(
                 len(staying),
                 wanted.planned,

@@ -20,8 +20,10 @@ from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.run_state import RunState
 from wire_daemon.plan.baselines import FullSitePolicy, PureReactivePolicy, ReactiveConservingPolicy
 from wire_daemon.plan.pfa import PFAPolicy
+from wire_daemon.plan.shapes import ShapedPolicy
 from wire_daemon.plan.slowdown import SlowdownPolicy
 from wire_daemon.plan.wire import WirePolicy
+from wire_daemon.ports.memory import TaskShapes
 from wire_daemon.ports.policy import ScalingPolicy
 
 # (occupancy, exec) seconds per task: the world's truth, which only an emulated site knows.
@@ -74,3 +76,16 @@ def make_policy(name: str, inputs: PolicyInputs) -> ScalingPolicy:
     if build is None:
         raise ConfigError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
     return build(inputs)
+
+
+def shape_aware(
+    policy: ScalingPolicy, steering: SteeringConfig, instance_memory_mib: float, shapes: TaskShapes | None
+) -> ScalingPolicy:
+    """``policy`` planning in tasks that fit (memory, instance types), or unchanged when neither is set.
+
+    Unchanged, not wrapped, so that the single-type configuration without
+    memory decides exactly as before.
+    """
+    if instance_memory_mib <= 0 and not steering.instance_types:
+        return policy
+    return ShapedPolicy(policy, steering, instance_memory_mib, shapes)

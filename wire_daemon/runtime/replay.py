@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
+from wire_daemon.analyze.memory import MemoryRightsizer
 from wire_daemon.core.config import ReplayConfig
 from wire_daemon.core.errors import WireError
 from wire_daemon.core.run_state import RunState, TaskStatus
@@ -34,7 +36,7 @@ from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.loop.mape import DecisionRecord, MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
 from wire_daemon.ports.prediction import Prediction
-from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, make_policy
+from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, make_policy, shape_aware
 
 MAX_ITERATIONS = 1_000_000
 SHORT_STAGE_S = 10.0
@@ -72,6 +74,9 @@ class ReplayResult:
     first_completion_s: dict[str, float] = field(default_factory=dict)  # stage name -> time
     records: list[DecisionRecord] = field(default_factory=list)
     wall_s: float = 0.0
+    memory: dict[str, float] = field(default_factory=dict)  # only when the site models memory (issue 15)
+    # Only with steering.instance_types: the bill at the types' prices, and instances and units per type.
+    instance_types: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict:
         return {
@@ -95,7 +100,11 @@ class ReplayResult:
                 for e in self.errors
             },
             "wall_s": round(self.wall_s, 3),
-        }
+        } | self._extras()
+
+    def _extras(self) -> dict:
+        """What only some replays measure: memory (issue 15), and the bill per instance type."""
+        return ({"memory": self.memory} if self.memory else {}) | self.instance_types
 
 
 def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bool = True) -> ReplayResult:
@@ -105,11 +114,13 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     if policy_name == "full-site":
         emulation = replace(emulation, initial_instances=steering.max_instances)
     started = time.perf_counter()
-    site = EmulatedSite(workflow, emulation, steering.slots_per_instance, steering.billing)
+    site = EmulatedSite(workflow, emulation, steering.slots_per_instance, steering.billing, steering.instance_types)
     state = RunState(workflow)
     truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
     policy = make_policy(policy_name, PolicyInputs(state, steering, config.prediction, config.pfa, truth))
-    loop = MapeLoop(state, site, site, site, policy, steering, boost=boost)
+    policy = shape_aware(policy, steering, steering.instance_memory_mib or emulation.instance_memory_mib, site)
+    sizer = _rightsizer(workflow, config, site)
+    loop = MapeLoop(state, site, site, site, policy, steering, boost=boost, memory=sizer)
     tracker = _PredictionTracker(workflow.n_tasks)
     records: list[DecisionRecord] = []
     times = iteration_times(0.0, steering.interval_s)
@@ -146,9 +157,47 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
         error_samples=samples,
         first_completion_s={workflow.stages[s].name: t for s, t in site.first_completion.items()},
         records=records,
+        memory=_memory_measures(site, end, sizer),
+        instance_types=_type_measures(site, end) if steering.instance_types else {},
     )
     result.wall_s = time.perf_counter() - started
     return result
+
+
+def _rightsizer(workflow: Workflow, config: ReplayConfig, site: EmulatedSite) -> MemoryRightsizer | None:
+    if not (config.memory.rightsizing and site.memory_on):
+        return None
+    cap = config.memory.max_request_mib or config.emulation.instance_memory_mib
+    return MemoryRightsizer(workflow, config.memory, site, min(cap, config.emulation.instance_memory_mib))
+
+
+def _type_measures(site: EmulatedSite, end: float) -> dict[str, Any]:
+    """The bill in money, and per instance type the instances launched and the units they paid."""
+    launched: dict[str, int] = {}
+    units: dict[str, int] = {}
+    for inst in site.all_instances():
+        launched[inst.instance_type] = launched.get(inst.instance_type, 0) + 1
+    for name, paid in site.units_by_type(end).items():
+        units[name] = paid
+    return {"cost_money": round(site.cost_money(end), 4), "instances_by_type": launched, "units_by_type": units}
+
+
+def _memory_measures(site: EmulatedSite, end: float, sizer: MemoryRightsizer | None) -> dict[str, float]:
+    """The memory paper's measures, in MiB-seconds: used (peak), wasted, their MAQ, and paid memory's use."""
+    if not site.memory_on:
+        return {}
+    used, wasted = site.used_memory_mib_s, site.wasted_memory_mib_s
+    paid = site.paid_memory_mib_s(end)
+    return {
+        "failures": site.memory_failures,
+        "used_mib_s": round(used, 1),
+        "wasted_mib_s": round(wasted, 1),
+        "maq": round(used / (used + wasted), 4) if used + wasted > 0 else 1.0,
+        "memory_utilization": round(used / paid, 4) if paid > 0 else 0.0,
+        "requests_edited": sizer.counts.edits if sizer else 0,
+        "requests_grown": sizer.counts.grown if sizer else 0,
+        "left_held": sizer.counts.stuck if sizer else 0,
+    }
 
 
 def compare(

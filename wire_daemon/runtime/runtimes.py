@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from wire_daemon.analyze.memory import MemoryRightsizer
 from wire_daemon.core.errors import CloudError
 from wire_daemon.core.events import EventKind
 from wire_daemon.core.instances import Instance, Lifecycle
@@ -45,9 +46,10 @@ from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations, TrackedWorkflow
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
 from wire_daemon.ports import Cloud
+from wire_daemon.ports.memory import MemoryControl
 from wire_daemon.runtime.builders import build_condor_control, build_driver
 from wire_daemon.runtime.control import ControlledPolicy, PoolControl
-from wire_daemon.runtime.policies import PolicyInputs, make_policy
+from wire_daemon.runtime.policies import PolicyInputs, make_policy, shape_aware
 from wire_daemon.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -106,7 +108,9 @@ class EmulatedRuntime:
         s = settings
         self.trace = Path(s.site.trace) if s.site.trace else bundled_trace_path()
         workflow = load_trace(self.trace)
-        self.site = EmulatedSite(workflow, s.emulation, s.steering.slots_per_instance, s.steering.billing)
+        self.site = EmulatedSite(
+            workflow, s.emulation, s.steering.slots_per_instance, s.steering.billing, s.steering.instance_types
+        )
         self.speedup = s.site.speedup
         self.sleep = sleep
         self.control = PoolControl()
@@ -114,13 +118,25 @@ class EmulatedRuntime:
         site = self.site
         truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
         lifecycle = Lifecycle()
+        memory_mib = s.steering.instance_memory_mib or s.emulation.instance_memory_mib
         policy = ControlledPolicy(
-            make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa, truth)),
+            shape_aware(
+                make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa, truth)),
+                s.steering,
+                memory_mib,
+                site,
+            ),
             self.control,
             lifecycle,
             s.steering,
         )
-        self.loop = MapeLoop(state, site, site, site, policy, s.steering, journal=journal, lifecycle=lifecycle)
+        sizer = None
+        if site.memory_on:  # a trace site with memory: the cap is the instance's
+            cap = min(s.memory.max_request_mib or s.emulation.instance_memory_mib, s.emulation.instance_memory_mib)
+            sizer = memory_sizer(s, state, site, cap)
+        self.loop = MapeLoop(
+            state, site, site, site, policy, s.steering, journal=journal, lifecycle=lifecycle, memory=sizer
+        )
 
     def now(self) -> float:
         return self.site.now()
@@ -225,6 +241,7 @@ class SubmitHostRuntime:
             journal=self.journal,
             joined=real.has_joined if real else None,
             holds_claims=real.holds_claims if real else None,
+            prices={t.name: t.price for t in self.settings.steering.instance_types},
         )
 
     def _reconcile(self) -> None:
@@ -239,13 +256,22 @@ class SubmitHostRuntime:
         state = RunState(self.observations.workflow)
         for event in self.observations.history():
             state.apply(event)
+        sizer = memory_sizer(s, state, self.condor, s.memory.max_request_mib)
+        # Requests are known only through the rightsizer, which reads them: without it the plan counts cores.
         policy = ControlledPolicy(
-            make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa)),
+            shape_aware(
+                make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa)),
+                s.steering,
+                s.steering.instance_memory_mib,
+                sizer,
+            ),
             self.control,
             self.lifecycle,
             s.steering,
         )
         real = self.condor if isinstance(self.condor, HTCondorControl) else None
+        if sizer is not None:  # a rebuilt loop keeps what the finished tasks taught
+            sizer.learn(self.observations.history())
         loop = MapeLoop(
             state,
             self.observations,
@@ -256,6 +282,7 @@ class SubmitHostRuntime:
             journal=self.journal,
             lifecycle=self.lifecycle,
             joined=real.has_joined if real else None,
+            memory=sizer,
         )
         if previous is not None:
             loop.pending_releases = previous.pending_releases
@@ -411,6 +438,15 @@ def _summarised(notes: list[str]) -> list[str]:
     boosts = [n for n in notes if "JobPrio" in n]
     others = [n for n in notes if "JobPrio" not in n]
     return ([f"condor control off: would boost JobPrio of {len(boosts)} task(s)"] if boosts else []) + others
+
+
+def memory_sizer(
+    settings: Settings, state: RunState, control: MemoryControl, cap_mib: float
+) -> MemoryRightsizer | None:
+    """The request_memory rightsizer when ``memory.rightsizing`` is on; in dry-run it only says what it would do."""
+    if not settings.memory.rightsizing:
+        return None
+    return MemoryRightsizer(state.workflow, settings.memory, control, cap_mib, dry_run=settings.safety.dry_run)
 
 
 def build_runtime(settings: Settings, store: StateStore, journal: Journal, sleep: Sleep = time.sleep) -> Runtime:

@@ -11,13 +11,15 @@ See ``docs/config.example.yaml`` for an annotated example.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
-from wire_daemon.core.config import EmulationConfig, PFAConfig, PredictionConfig, SteeringConfig
+from wire_daemon.core.config import EmulationConfig, MemoryConfig, PFAConfig, PredictionConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError, WireError
+from wire_daemon.core.secrets import shown
 from wire_daemon.execute.guarded_cloud import SafetyConfig
 from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
 
@@ -66,6 +68,26 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
+class SafeStateSettings:
+    """When a failing daemon stops changing the pool, and when it starts again (docs/decisions.md, "Safe state")."""
+
+    failed_iterations: int = 3  # this many iterations failing in a row enter the safe state; 0: never
+    unclean_starts: int = 3  # a start after this many unclean ends within window_s enters it; 0: never
+    window_s: float = 900.0  # longer than systemd's restart limit window (StartLimitIntervalSec=600)
+    recover_iterations: int = 3  # this many iterations succeeding in a row leave it
+
+    def validate(self) -> SafeStateSettings:
+        for key in ("failed_iterations", "unclean_starts"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"safe_state.{key} must be >= 0 (got {getattr(self, key)!r}; 0 turns it off)")
+        if not self.window_s > 0:
+            raise ConfigError(f"safe_state.window_s must be > 0 (got {self.window_s!r})")
+        if self.recover_iterations < 1:
+            raise ConfigError(f"safe_state.recover_iterations must be >= 1 (got {self.recover_iterations!r})")
+        return self
+
+
+@dataclass(frozen=True)
 class Settings:
     site: SiteSettings = field(default_factory=SiteSettings)
     cloud: CloudSettings = field(default_factory=CloudSettings)
@@ -76,9 +98,11 @@ class Settings:
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     policy: str = DEFAULT_POLICY  # the scaling policy (runtime/policies.py); the oracle only on the emulated site
     pfa: PFAConfig = field(default_factory=PFAConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)  # request_memory right-sizing (off by default)
     state_path: str = "wire-daemon.sqlite"
     log: LogSettings = field(default_factory=LogSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    safe_state: SafeStateSettings = field(default_factory=SafeStateSettings)
     scale_to_zero_on_exit: bool = False
     source: str = "<defaults>"
 
@@ -89,6 +113,10 @@ class Settings:
             self.emulation.validate()
             self.safety.validate()
             self.pfa.validate()
+            self.safe_state.validate()
+            self.memory.validate()
+            if self.memory.rightsizing and self.site.kind == "condor" and not self.memory.max_request_mib:
+                raise ConfigError("memory.rightsizing on a condor site needs memory.max_request_mib (the largest slot)")
             _check_choice("policy", self.policy, POLICY_NAMES)
             if self.policy == "oracle" and self.site.kind != "emulated":
                 raise ConfigError("policy oracle needs the true task times: only the emulated site has them")
@@ -145,16 +173,36 @@ def load_settings(path: str | Path) -> Settings:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read the config file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{source}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        ) from None
     try:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{source}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except Exception as exc:  # a value the YAML constructors refuse (a date like 2024-13-45, 5,000 digits), or nesting
+        raise ConfigError(f"{source}: not a usable YAML file ({_why(exc)})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys")
-    settings = build_section(Settings, raw, source, key="")
-    return dataclasses.replace(settings, source=source).validate()
+    try:
+        settings = build_section(Settings, raw, source, key="")
+        return dataclasses.replace(settings, source=source).validate()
+    except WireError:
+        raise
+    except Exception as exc:  # whatever slipped past the checks: still one line naming the file, never a traceback
+        raise ConfigError(f"{source}: cannot use the settings ({_why(exc)})") from None
+
+
+def _why(exc: BaseException) -> str:
+    """An exception in a few words, without its text: that may quote the file, and the file may hold a token."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+        return "a number with too many digits"
+    return type(exc).__name__
 
 
 def build_section(cls: type[T], raw: Any, source: str, key: str, fixed: dict[str, Any] | None = None) -> T:
@@ -178,8 +226,18 @@ def build_section(cls: type[T], raw: Any, source: str, key: str, fixed: dict[str
     missing = [n for n, f in fields.items() if _required(f) and n not in raw and n not in fixed]
     if missing:
         raise ConfigError(f"{source}: {key} is missing required key(s): {', '.join(missing)}")
-    values = {name: _convert(hints[name], value, source, f"{where}{name}") for name, value in raw.items()}
+    values = {name: _converted(hints[name], value, source, f"{where}{name}") for name, value in raw.items()}
     return cls(**(values | fixed))
+
+
+def _converted(kind: Any, value: Any, source: str, key: str) -> Any:
+    """``_convert``, with whatever it did not foresee named by the file and the key."""
+    try:
+        return _convert(kind, value, source, key)
+    except WireError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"{source}: {key} has a value that cannot be used ({_why(exc)})") from None
 
 
 # Keys that one setting owns, and where it lives (one place for each).
@@ -215,30 +273,45 @@ def _convert(kind: Any, value: Any, source: str, key: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: {key} must be a mapping")
+        if get_args(kind) == (str, str) and not all(isinstance(v, str) for v in [*value, *value.values()]):
+            raise ConfigError(f"{source}: {key} must map strings to strings (e.g. tags)")
         return value
+    if origin is tuple and dataclasses.is_dataclass(args[0]):  # a list of mappings (steering.instance_types)
+        if not isinstance(value, list):
+            raise ConfigError(f"{source}: {key} must be a list of mappings (got {value!r})")
+        return tuple(build_section(args[0], v, source, f"{key}[{n}]") for n, v in enumerate(value))  # type: ignore[arg-type]
     if origin is tuple:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{source}: {key} must be a list of strings (got {value!r})")
+            raise ConfigError(f"{source}: {key} must be a list of strings (got {shown(value)})")
         return tuple(value)
     if kind is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{source}: {key} must be true or false (got {value!r})")
+            raise ConfigError(f"{source}: {key} must be true or false (got {shown(value)})")
         return value
     if kind in (int, float):
         return _number(kind, value, source, key)
     if kind is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{source}: {key} must be a string (got {value!r})")
+            raise ConfigError(f"{source}: {key} must be a string (got {shown(value)})")
         return value
-    raise ConfigError(f"{source}: {key} has an unsupported value {value!r}")
+    raise ConfigError(f"{source}: {key} has an unsupported value {shown(value)}")
 
 
 def _number(kind: type, value: Any, source: str, key: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{source}: {key} must be a number (got {value!r})")
+        raise ConfigError(f"{source}: {key} must be a number (got {shown(value)})")
+    if isinstance(value, float) and not math.isfinite(value):  # YAML's .nan and .inf: every comparison misleads
+        raise ConfigError(f"{source}: {key} must be a finite number (got {value!r})")
+    if abs(value) > _LARGEST:
+        raise ConfigError(f"{source}: {key} is too large (more than {_LARGEST:.0e})")
     if kind is int and not float(value).is_integer():
         raise ConfigError(f"{source}: {key} must be a whole number (got {value!r})")
+    if key.endswith("_s") and value < 0:  # every *_s setting is a duration in seconds
+        raise ConfigError(f"{source}: {key} is a duration: it must be >= 0 (got {value!r})")
     return kind(value)
+
+
+_LARGEST = 10**18  # beyond any count or duration a setting holds, and still exact as a float's order of magnitude
 
 
 def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
@@ -253,6 +326,7 @@ __all__ = [
     "CondorSettings",
     "LogSettings",
     "MetricsSettings",
+    "SafeStateSettings",
     "load_settings",
     "check_paths",
     "WireError",

@@ -7,10 +7,15 @@ interval or the next timed release, whichever comes first.
 
 Lifecycle: SIGTERM (or SIGINT) finishes the current iteration, persists and
 exits; instances stay up unless ``scale_to_zero_on_exit``. SIGHUP reloads the
-config file; a file that does not validate is refused with a one-line error
-and the old settings stay. An iteration that takes longer than the interval
+config file; a file that cannot be read, decoded, validated or applied (any
+exception) is refused with a one-line error naming it and the old settings
+stay. An iteration that takes longer than the interval
 is logged as an overrun and the next one starts at once: none is skipped
-silently. An exception inside an iteration is logged and the loop goes on.
+silently. An exception inside an iteration is logged and the loop goes on;
+iterations failing in a row, or a crash loop across restarts, put the daemon
+in its safe state (``service/safe_state.py``): it keeps watching and changes
+nothing in the pool until iterations succeed again. One daemon per state file:
+it holds the file's lock (``core/store.py``) for its life.
 Every run ends with a shutdown record in the decisions log (why it stopped,
 the final counts) and a final status snapshot.
 
@@ -28,6 +33,7 @@ drain-all, terminate-all) starts an iteration at once on a real site.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -45,7 +51,8 @@ from wire_daemon.core.errors import WireError
 from wire_daemon.core.instances import LifecycleState, can_move
 from wire_daemon.core.journal import ControlChanged, Journal, NoticeBox
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.core.store import StateStore
+from wire_daemon.core.secrets import ScrubSecrets
+from wire_daemon.core.store import StateLock, StateStore
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
 from wire_daemon.runtime.control import PoolControl
@@ -53,6 +60,8 @@ from wire_daemon.runtime.runtimes import Runtime, build_runtime
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
 from wire_daemon.service.metrics import Metrics
+from wire_daemon.service.safe_state import RUNNING_STATUS, CrashWatch
+from wire_daemon.service.systemd_notify import notify
 from wire_daemon.service.wording import decision_words, offset
 
 log = logging.getLogger(__name__)
@@ -92,6 +101,7 @@ def configure_logging(level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JournalFormatter())
     handler.addFilter(_NoDryRunEcho())
+    handler.addFilter(ScrubSecrets())  # an SDK's debug line or an exception may quote a token or a header
     root.addHandler(handler)
     root.setLevel(level.upper())
     quiet = logging.DEBUG if level.upper() == "DEBUG" else logging.WARNING
@@ -106,7 +116,22 @@ class Daemon:
         check_paths(settings)
         self.settings = settings
         self.config_path = config_path
-        self.store = StateStore(settings.state_path)
+        # Before anything writes to the state file: one daemon per state file (core/store.py).
+        self.lock = StateLock(settings.state_path).acquire()
+        try:
+            self.store = StateStore(settings.state_path)
+            self.watch = CrashWatch(settings.safe_state, self.store)
+            self.watch.record_start()  # before the runtime: a start that fails in it is an unclean end too
+            self._build(sleep)
+        except BaseException:
+            self.lock.release()
+            raise
+        self._hold_pool()
+        if not self.watch.active:  # the safe state has said so itself
+            notify(STATUS=RUNNING_STATUS)
+
+    def _build(self, sleep: Callable[[float], None] | None) -> None:
+        settings = self.settings
         self.journal = Journal()
         self.notices = NoticeBox()  # what one decision record lists
         self.journal.subscribe(self.notices)
@@ -189,21 +214,35 @@ class Daemon:
         self.reload_requested = False
         if not self.config_path:
             return
+        running = self.settings
         try:
             fresh = load_settings(self.config_path)
         except WireError as exc:
             log.error("reload refused, keeping the running settings: %s", exc)
             return
+        except Exception as exc:  # load_settings names what it knows; anything else must not stop the loop either
+            log.error("reload refused, keeping the running settings: %s: %s", self.config_path, type(exc).__name__)
+            return
         # The site, the cloud and the state file are what the running daemon is made of: a restart changes them.
         kept = [
             key
             for key in ("site", "cloud", "state_path", "log", "metrics")
-            if getattr(fresh, key) != getattr(self.settings, key)
+            if getattr(fresh, key) != getattr(running, key)
         ]
-        self.settings = replace(
-            fresh, site=self.settings.site, cloud=self.settings.cloud, state_path=self.settings.state_path
-        )
-        self.runtime.reconfigure(self.settings)
+        candidate = replace(fresh, site=running.site, cloud=running.cloud, state_path=running.state_path)
+        try:
+            self.runtime.reconfigure(candidate)
+        except Exception as exc:  # half applied: put the running settings back in every part
+            with contextlib.suppress(Exception):  # they were applied once already; this line says what failed
+                self.runtime.reconfigure(running)
+            log.error(
+                "reload refused, keeping the running settings: %s: applying them failed (%s)",
+                self.config_path,
+                type(exc).__name__,
+            )
+            return
+        self.settings = candidate
+        self.watch.settings = candidate.safe_state
         safety = self.settings.safety
         restart = f"; changes to {', '.join(kept)} need a restart" if kept else ""
         log.info(
@@ -240,7 +279,7 @@ class Daemon:
             self._iterate(self.runtime.now())
             if self.runtime.now() >= next_at:
                 next_at = next(times)  # already past after an overrun: the next iteration starts at once
-            release_until(self.loop, self.runtime, next_at, stop=lambda: self.stop_requested or self.controls_waiting)
+            self._release_until(next_at)
             self._check_overrun(interval, time.monotonic() - started)
         if self.runtime.finished:
             self.stop_reason = "the workflow finished"
@@ -307,6 +346,21 @@ class Daemon:
             log.info("%s", event.line)
         return acted
 
+    def _release_until(self, until: float) -> None:
+        """The timed releases before ``until``; a failure there counts like a failed iteration."""
+        self._hold_pool()
+        try:
+            release_until(self.loop, self.runtime, until, stop=lambda: self.stop_requested or self.controls_waiting)
+        except Exception as exc:  # one bad termination must not kill the service
+            log.exception("timed releases failed; the loop goes on")
+            self.watch.failed(_summary(exc))
+
+    def _hold_pool(self) -> None:
+        """Carry the safe state to the policy's wrapper and to the loop (a rebuilt loop starts unfrozen)."""
+        active = self.watch.active
+        self.runtime.control.safe = self.watch.state.reason if active else ""
+        self.loop.frozen = active
+
     def _save_control(self) -> None:
         self.store.set_meta("control", json.dumps(self.runtime.control.to_json(), sort_keys=True))
 
@@ -315,10 +369,13 @@ class Daemon:
         action = self.runtime.control.action
         try:
             self.runtime.refresh()
+            self._hold_pool()
             record = self.loop.iterate(now)
-        except Exception:  # one bad iteration must not kill the service
+        except Exception as exc:  # one bad iteration must not kill the service
             log.exception("iteration at %s failed; the loop goes on", self._when(now))
+            self.watch.failed(_summary(exc))  # in the state file at once: status shows it between snapshots
             return
+        self.watch.succeeded()
         if action and not self.runtime.control.action:  # drain-all / terminate-all carried out
             self._save_control()
         self.iterations += 1
@@ -378,8 +435,11 @@ class Daemon:
             f"instances left up: {', '.join(left)}" if left else "no instance left up",
             record.cost_units,
         )
+        self.watch.record_clean_stop()
+        notify(STOPPING="1", STATUS=f"stopped: {reason}")
         self.decisions.close()
         self.store.close()
+        self.lock.release()
         if self.metrics is not None:
             self.metrics.stop()
 
@@ -476,6 +536,7 @@ class Daemon:
             "control": control.to_json() | {"describe": control.describe()},
             "remaining_makespan_estimate_s": self._remaining_estimate(entry),
             "dry_run": self.settings.safety.dry_run if self.settings.site.kind == "condor" else None,
+            "safe_state": self.watch.to_json(),
         }
         if entry is not None:
             snapshot["last_decision"] = {
@@ -543,6 +604,12 @@ class Daemon:
         remaining = np.nansum(prediction.remaining_s[self.state.status != TaskStatus.DONE])
         slots = max(1, int(entry.get("pool") or 0) * self.settings.steering.slots_per_instance)
         return round(float(remaining) / slots, 1)
+
+
+def _summary(exc: BaseException) -> str:
+    """An exception for the safe state's reason: its type only. The reason reaches status and the decisions
+    log, and an exception's text may quote anything (a token included); the log above has the traceback."""
+    return type(exc).__name__
 
 
 def _lifecycle(loop: MapeLoop, instance_id: str) -> str | None:

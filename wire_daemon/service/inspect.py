@@ -120,7 +120,7 @@ def inspect_submit_dir(path: str | os.PathLike[str], wall_clock: bool = False) -
     problems = Problems()
     monitor = SubmitDirMonitor(path, problems=problems)
     state = RunState(monitor.workflow)
-    ingest = _ingest(monitor, state)
+    ingest = read_events(monitor, state)
     events, last = ingest.count, ingest.last
     now, now_from = _now(last, wall_clock)
     predictor = OnlinePredictor(monitor.workflow, PredictionConfig())
@@ -184,7 +184,8 @@ class _Ingest:
     last_kind: dict[int, EventKind] = field(default_factory=dict)  # task -> its latest event's kind
 
 
-def _ingest(monitor: SubmitDirMonitor, state: RunState) -> _Ingest:
+def read_events(monitor: SubmitDirMonitor, state: RunState) -> _Ingest:
+    """Every event the submit dir holds now, applied to ``state`` (``plan`` reads a submit dir this way too)."""
     out = _Ingest()
     for _ in range(_MAX_POLLS):
         before = monitor.checkpoint()

@@ -135,14 +135,18 @@ def _ids(ids: list[str], limit: int = 4) -> str:
 
 def estimate_words(r: dict[str, Any]) -> str:
     """When the workflow would end and what it would still cost, at the chosen pool size and one either side."""
+    now = r.get("time")
+
+    def ends(at: float) -> str:  # from the decision's time: an epoch second means nothing to a reader
+        return f"ends in {duration(max(at - now, 0.0))}" if isinstance(now, (int, float)) else f"ends at {at:.0f} s"
+
     cells = []
     for e in r.get("estimates") or []:
         chosen = " (chosen)" if e.get("size") == r.get("planned") else ""
-        ends, more = f"{e['makespan_s']:.0f} s", e["cost_units"]
-        cells.append(f"{e['size']} instance(s){chosen}: ends at {ends}, {more} more unit(s)")
+        cells.append(f"{e['size']} instance(s){chosen}: {ends(e['makespan_s'])}, {e['cost_units']} more unit(s)")
     text = "estimates: " + "; ".join(cells)
     if isinstance(r.get("full_pool_makespan_s"), (int, float)):
-        text += f"; the full pool would end at {r['full_pool_makespan_s']:.0f} s"
+        text += f"; the full pool {ends(r['full_pool_makespan_s']).replace('ends', 'would end', 1)}"
     return text
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from wire_daemon.core.errors import CloudConfigError, ConfigError
 from wire_daemon.core.instances import LIVE_STATES, UNUSABLE_STATES, Instance
+from wire_daemon.core.secrets import shown
 from wire_daemon.execute.providers.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def check_name(key: str, value: str) -> str:
     """Pool names, daemon ids and request ids go into tags, server names and shell scripts."""
     if not isinstance(value, str) or not _NAME.match(value):
         raise ConfigError(
-            f"{key} must be 1-63 letters, digits, '-' or '_', starting with a letter or digit (got {value!r})"
+            f"{key} must be 1-63 letters, digits, '-' or '_', starting with a letter or digit (got {shown(value)})"
         )
     return value
 
@@ -106,6 +107,9 @@ class CloudDriver(ABC):
             raise ConfigError(f"cloud.slots_per_instance must be >= 1 (got {slots_per_instance!r})")
         self.slots_per_instance = slots_per_instance
         self.user_data = user_data
+        # Several instance types (steering.instance_types): each one's slots and its workers' user-data.
+        self.type_slots: dict[str, int] = {}
+        self.type_user_data: dict[str, str] = {}
         self.retrier = retrier or Retrier()
 
     # -- the interface -------------------------------------------------------
@@ -122,18 +126,23 @@ class CloudDriver(ABC):
         check_name("request id", request_id)
         return self.retrier.call("find request", lambda: self._find_request(request_id))
 
-    def launch(self, count: int, request_id: str | None = None, user_data: str | None = None) -> list[Instance]:
-        """Launch ``count`` instances, or return those an earlier call with the same request id launched."""
+    def launch(
+        self, count: int, request_id: str | None = None, user_data: str | None = None, instance_type: str = ""
+    ) -> list[Instance]:
+        """Launch ``count`` instances, or return those an earlier call with the same request id launched.
+
+        ``instance_type``: the EC2 instance type or OpenStack flavor of this launch; "": the configured one.
+        """
         if count < 0:
             raise ConfigError(f"launch count must be >= 0 (got {count!r})")
         if count == 0:
             return []
         rid = check_name("request id", request_id or new_request_id())
-        data = self.user_data if user_data is None else user_data
+        data = self.type_user_data.get(instance_type, self.user_data) if user_data is None else user_data
 
         def attempt() -> list[Instance]:
             existing = self._find_request(rid)
-            return self._launch_missing(count, rid, data, existing)
+            return self._launch_missing(count, rid, data, existing, instance_type)
 
         launched = self.retrier.call("launch", attempt)
         log.info(
@@ -183,14 +192,20 @@ class CloudDriver(ABC):
         """One try: our instances tagged with ``request_id``, any state. Raises CloudError."""
 
     @abstractmethod
-    def _launch_missing(self, count: int, request_id: str, user_data: str, existing: list[Instance]) -> list[Instance]:
-        """One try: make the request hold ``count`` instances, given those that already exist."""
+    def _launch_missing(
+        self, count: int, request_id: str, user_data: str, existing: list[Instance], instance_type: str = ""
+    ) -> list[Instance]:
+        """One try: make the request hold ``count`` instances (of ``instance_type``), given those that exist."""
 
     @abstractmethod
     def _terminate(self, instance_ids: list[str]) -> None:
         """One try: terminate these instances (all known to be ours). Raises CloudError."""
 
     # -- helpers --------------------------------------------------------------
+
+    def slots_for(self, instance_type: str) -> int:
+        """The slots an instance of this type has; the configured count for "" or an unlisted type."""
+        return self.type_slots.get(instance_type, self.slots_per_instance)
 
     def _check_user_data(self, user_data: str, limit: int) -> bytes:
         raw = user_data.encode()

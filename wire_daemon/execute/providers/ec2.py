@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
+from wire_daemon.core.secrets import shown
 from wire_daemon.execute.providers.base import (
     DENIED,
     NOT_FOUND,
@@ -82,6 +83,7 @@ class Ec2Config:
                 raise ConfigError(f"cloud.ec2.{key} is required")
         check_endpoint(self.endpoint_url)
         check_region(self.region, custom_endpoint=bool(self.endpoint_url))
+        check_ids(self)
         if self.slots_per_instance < 1:
             raise ConfigError(f"cloud.ec2.slots_per_instance must be >= 1 (got {self.slots_per_instance!r})")
         if any(k.startswith("wire:") or k.startswith("aws:") for k in self.extra_tags):
@@ -90,6 +92,29 @@ class Ec2Config:
 
 
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+# What each id looks like; each would fail only at the first launch otherwise. An image may also be
+# named by an SSM parameter that EC2 resolves at launch (resolve:ssm:/aws/service/...).
+_IMAGE = re.compile(r"^(ami-[0-9a-f]+|resolve:ssm:\S+)$")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+_SUBNET = re.compile(r"^subnet-[0-9a-f]+$")
+_GROUP = re.compile(r"^sg-[0-9a-f]+$")
+
+
+def check_ids(config: Ec2Config) -> None:
+    """The image, instance type, subnet and security groups have the shape EC2 gives them (no call made)."""
+    checks = [
+        ("image_id", config.image_id, _IMAGE, "an AMI id like ami-0123456789abcdef0"),
+        ("instance_type", config.instance_type, _INSTANCE_TYPE, "an instance type like c5.xlarge"),
+    ]
+    if config.subnet_id:
+        checks.append(("subnet_id", config.subnet_id, _SUBNET, "a subnet id like subnet-0123456789abcdef0"))
+    checks += [
+        ("security_group_ids", group, _GROUP, "security group ids like sg-0123456789abcdef0 (not names)")
+        for group in config.security_group_ids
+    ]
+    for key, value, form, what in checks:
+        if not form.match(value):
+            raise ConfigError(f"cloud.ec2.{key} must be {what} (got {shown(value)})")
 
 
 def check_endpoint(url: str) -> None:
@@ -97,12 +122,18 @@ def check_endpoint(url: str) -> None:
     if not url:
         return
     parsed = urlparse(url)
+    if parsed.username is not None or parsed.password is not None:
+        # Credentials in the URL would be printed with it: refuse it without showing it.
+        raise ConfigError(
+            "cloud.ec2.endpoint_url must not hold credentials (user:password@): boto3 finds them itself; "
+            "the value is not shown"
+        )
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ConfigError(f"cloud.ec2.endpoint_url must be an http:// or https:// URL with a host (got {url!r})")
+        raise ConfigError(f"cloud.ec2.endpoint_url must be an http:// or https:// URL with a host (got {shown(url)})")
     try:
         parsed.port  # noqa: B018 - raises on a bad port
     except ValueError:
-        raise ConfigError(f"cloud.ec2.endpoint_url has a bad port (got {url!r})") from None
+        raise ConfigError(f"cloud.ec2.endpoint_url has a bad port (got {shown(url)})") from None
 
 
 def check_region(region: str, custom_endpoint: bool = False) -> None:
@@ -113,7 +144,7 @@ def check_region(region: str, custom_endpoint: bool = False) -> None:
     only the form is checked.
     """
     if not _REGION.match(region):
-        raise ConfigError(f"cloud.ec2.region is not an AWS region name like us-east-1 (got {region!r})")
+        raise ConfigError(f"cloud.ec2.region is not an AWS region name like us-east-1 (got {shown(region)})")
     if custom_endpoint:
         return
     known = known_regions()
@@ -181,7 +212,9 @@ class Ec2Driver(CloudDriver):
         found = self._describe([(f"tag:{TAG_REQUEST}", [request_id])], None, "launch")
         return sorted(found, key=lambda i: i.instance_id)
 
-    def _launch_missing(self, count: int, request_id: str, user_data: str, existing: list[Instance]) -> list[Instance]:
+    def _launch_missing(
+        self, count: int, request_id: str, user_data: str, existing: list[Instance], instance_type: str = ""
+    ) -> list[Instance]:
         if existing:
             # run_instances is all or nothing (MinCount = MaxCount): the request ran.
             if len(existing) != count:
@@ -189,7 +222,7 @@ class Ec2Driver(CloudDriver):
             return existing
         self._check_user_data(user_data, USER_DATA_LIMIT)
         with self._errors("launch"):
-            reply = self.client.run_instances(**self._run_args(count, request_id, user_data))
+            reply = self.client.run_instances(**self._run_args(count, request_id, user_data, instance_type))
         return [self._instance(raw) for raw in reply.get("Instances", [])]
 
     def _terminate(self, instance_ids: list[str]) -> None:
@@ -198,14 +231,14 @@ class Ec2Driver(CloudDriver):
 
     # -- helpers --------------------------------------------------------------
 
-    def _run_args(self, count: int, request_id: str, user_data: str) -> dict[str, Any]:
+    def _run_args(self, count: int, request_id: str, user_data: str, instance_type: str = "") -> dict[str, Any]:
         cfg = self.config
-        tags = {**cfg.extra_tags, **self.ownership.tags(request_id, self.slots_per_instance)}
+        tags = {**cfg.extra_tags, **self.ownership.tags(request_id, self.slots_for(instance_type))}
         tags["Name"] = f"{self.ownership.pool}-{request_id}"
         tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
         args: dict[str, Any] = {
             "ImageId": cfg.image_id,
-            "InstanceType": cfg.instance_type,
+            "InstanceType": instance_type or cfg.instance_type,
             "MinCount": count,
             "MaxCount": count,
             "UserData": user_data,  # boto3 base64-encodes it
@@ -388,8 +421,11 @@ def probe(
 ) -> list[ProbeCheck]:
     """Read-only calls with the configured credentials: one ``ProbeCheck`` each.
 
-    DescribeInstances (this pool's tag), DescribeImages, DescribeSubnets,
-    DescribeSecurityGroups and DescribeKeyPairs for what the config names,
+    DescribeInstances (this pool's tag), DescribeRegions (is the region
+    enabled, which endpoint), DescribeImages (and is it available),
+    DescribeInstanceTypes (does the type exist here, can it run the image's
+    architecture), DescribeSubnets, DescribeSecurityGroups and
+    DescribeKeyPairs for what the config names,
     RunInstances with DryRun (it launches nothing, and checks the launch
     permission with this pool's tags), and the pool token's metadata
     (SSM DescribeParameters or Secrets Manager DescribeSecret: never its value).
@@ -399,6 +435,7 @@ def probe(
         ec2 = client if client is not None else make_client(config)
     except Exception as exc:  # noqa: BLE001 - e.g. no region: one line, not a traceback
         return [ProbeCheck("ec2", "client", PROBE_FAILED, str(map_error(exc, "probe")))]
+    image: dict[str, Any] = {}  # what DescribeImages said, for the instance type's architecture
     checks = [
         _check(
             "ec2 DescribeInstances",
@@ -409,13 +446,32 @@ def probe(
             lambda r: f"{sum(len(x.get('Instances', [])) for x in r.get('Reservations', []))} found",
         ),
         _check(
-            "ec2 DescribeImages",
-            f"image {config.image_id}",
-            lambda: ec2.describe_images(ImageIds=[config.image_id]),
-            _image_summary,
+            "ec2 DescribeRegions",
+            f"region {config.region}",
+            lambda: ec2.describe_regions(RegionNames=[config.region], AllRegions=True),
+            lambda r: _region_summary(r, config),
             needed_by="this probe",
         ),
     ]
+    if not config.image_id.startswith("resolve:ssm:"):  # EC2 resolves the parameter only at launch
+        checks.append(
+            _check(
+                "ec2 DescribeImages",
+                f"image {config.image_id}",
+                lambda: ec2.describe_images(ImageIds=[config.image_id]),
+                lambda r: _image_summary(r, image),
+                needed_by="this probe",
+            )
+        )
+    checks.append(
+        _check(
+            "ec2 DescribeInstanceTypes",
+            f"instance type {config.instance_type}",
+            lambda: ec2.describe_instance_types(InstanceTypes=[config.instance_type]),
+            lambda r: _type_summary(r, image),
+            needed_by="this probe",
+        )
+    )
     if config.subnet_id:
         checks.append(
             _check(
@@ -521,12 +577,44 @@ def _parameter_name(source: str) -> str:
     return source
 
 
-def _image_summary(reply: dict[str, Any]) -> str:
+class _Unusable(Exception):
+    """It exists, and a launch with it would fail all the same."""
+
+
+def _image_summary(reply: dict[str, Any], seen: dict[str, Any]) -> str:
     images = reply.get("Images", [])
     if not images:
         raise _NotFound("no such image visible to this account")
     image = images[0]
-    return f"{image.get('Name', '?')} ({image.get('State', '?')})"
+    seen.update(image)
+    if image.get("State", "available") != "available":
+        raise _Unusable(f"{image.get('Name', '?')} is {image.get('State')}, not available: launches would fail")
+    return f"{image.get('Name', '?')} ({image.get('State', '?')}, {image.get('Architecture', '?')})"
+
+
+def _type_summary(reply: dict[str, Any], image: dict[str, Any]) -> str:
+    types = reply.get("InstanceTypes", [])
+    if not types:
+        raise _NotFound("no such instance type in this region")
+    found = types[0]
+    arches = found.get("ProcessorInfo", {}).get("SupportedArchitectures", [])
+    wanted = image.get("Architecture")
+    if wanted and arches and wanted not in arches:
+        raise _Unusable(f"it runs {', '.join(arches)}; the image is {wanted}")
+    vcpus = found.get("VCpuInfo", {}).get("DefaultVCpus", "?")
+    return f"{vcpus} vCPU, {found.get('MemoryInfo', {}).get('SizeInMiB', '?')} MiB, {', '.join(arches) or '?'}"
+
+
+def _region_summary(reply: dict[str, Any], config: Ec2Config) -> str:
+    regions = reply.get("Regions", [])
+    if not regions:
+        raise _NotFound(f"this account sees no region {config.region}")
+    region = regions[0]
+    status = region.get("OptInStatus", "")
+    if status == "not-opted-in":
+        raise _Unusable(f"{config.region} is not enabled for this account (an opt-in region)")
+    endpoint = config.endpoint_url or region.get("Endpoint", "?")
+    return f"endpoint {endpoint}" + (f" ({status})" if status else "")
 
 
 def _check(
@@ -541,6 +629,8 @@ def _check(
         return ProbeCheck(call, subject, WORKS, summary(reply), needed_by)
     except _NotFound as exc:
         return ProbeCheck(call, subject, NOT_FOUND, str(exc), needed_by)
+    except _Unusable as exc:
+        return ProbeCheck(call, subject, PROBE_FAILED, str(exc), needed_by)
     except Exception as exc:  # noqa: BLE001 - every answer becomes one line
         outcome, detail = _outcome(exc)
         return ProbeCheck(call, subject, outcome, detail, needed_by)
@@ -559,7 +649,7 @@ def _outcome(exc: Exception) -> tuple[str, str]:
         kind = kind_of_code(code, status)
         if kind == "auth" or status == 403:
             return DENIED, f"{code}: {message}" if code != str(status) else f"HTTP {status}"
-        if "NotFound" in code or kind == "not_found":
+        if "NotFound" in code or kind == "not_found" or code in _MISSING:
             return NOT_FOUND, f"{code}: {message}"
         return PROBE_FAILED, f"{code}: {message}"
     error = map_error(exc, "probe")
@@ -568,6 +658,9 @@ def _outcome(exc: Exception) -> tuple[str, str]:
     if error.kind == "transient":
         return PROBE_FAILED, "unreachable: " + _short(str(error))
     return PROBE_FAILED, _short(str(error))
+
+
+_MISSING = {"InvalidInstanceType", "InvalidAMIID.Unavailable", "InvalidParameterValue.InvalidRegion"}
 
 
 def _short(text: str) -> str:

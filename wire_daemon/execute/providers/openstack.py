@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from typing import Any
 
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
+from wire_daemon.core.secrets import looks_like_secret, shown
 from wire_daemon.execute.providers.base import (
     DENIED,
     NOT_FOUND,
@@ -85,8 +87,17 @@ class OpenStackConfig:
                 raise ConfigError(f"cloud.openstack.{key} is required")
         if self.slots_per_instance < 1:
             raise ConfigError(f"cloud.openstack.slots_per_instance must be >= 1 (got {self.slots_per_instance!r})")
+        for key in ("image_id", "network_id"):  # Nova takes these by id only; a name fails at the first launch
+            if not _UUID.match(getattr(self, key)):
+                raise ConfigError(
+                    f"cloud.openstack.{key} must be an id like 5c4f1d2e-0000-4000-8000-0000000000a1, not a name "
+                    f"(got {shown(getattr(self, key))}; 'openstack image list' / 'network list' show the ids)"
+                )
         check_cloud_entry(self.cloud, self.region_name)
         return self
+
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
 def check_cloud_entry(cloud: str, region_name: str) -> None:
@@ -97,6 +108,11 @@ def check_cloud_entry(cloud: str, region_name: str) -> None:
     """
     if not cloud:
         return
+    if looks_like_secret(cloud):
+        raise ConfigError(
+            "cloud.openstack.cloud looks like a secret itself, not the name of a clouds.yaml entry: "
+            "credentials stay in clouds.yaml or the OS_* environment; the value is not shown"
+        )
     try:
         from openstack import config as os_config
         from openstack import exceptions as sdk
@@ -108,7 +124,8 @@ def check_cloud_entry(cloud: str, region_name: str) -> None:
     except (sdk.ConfigException, KeyError) as exc:
         raise ConfigError(
             f"cloud.openstack.cloud {cloud!r} is not an entry of clouds.yaml "
-            f"(looked in: {', '.join(getattr(loader, '_config_files', []) or ['the default places'])}): {exc}"
+            f"(looked in: {', '.join(getattr(loader, '_config_files', []) or ['the default places'])}): "
+            f"{CloudError.clean(str(exc))}"
         ) from None
     if not region_name or entry is None:
         return
@@ -116,7 +133,8 @@ def check_cloud_entry(cloud: str, region_name: str) -> None:
         loader.get_one(cloud=cloud, region_name=region_name)
     except sdk.ConfigException as exc:
         raise ConfigError(
-            f"cloud.openstack.region_name {region_name!r} is not a region of cloud {cloud!r}: {exc}"
+            f"cloud.openstack.region_name {shown(region_name)} is not a region of cloud {cloud!r}: "
+            f"{CloudError.clean(str(exc))}"
         ) from None
 
 
@@ -142,7 +160,7 @@ class OpenStackDriver(CloudDriver):
         super().__init__(ownership, config.slots_per_instance, user_data, retrier)
         self._conn = connection
         self.clock = clock
-        self._flavor_id: str | None = None
+        self._flavor_ids: dict[str, str] = {}  # flavor name -> id, looked up once each
         self._index_of: dict[str, int] = {}  # server id -> its index within its request
 
     @property
@@ -185,7 +203,9 @@ class OpenStackDriver(CloudDriver):
                 found.append(self._instance(server, request_id))
         return sorted(found, key=lambda i: (self._index_of.get(i.instance_id, 0), i.instance_id))
 
-    def _launch_missing(self, count: int, request_id: str, user_data: str, existing: list[Instance]) -> list[Instance]:
+    def _launch_missing(
+        self, count: int, request_id: str, user_data: str, existing: list[Instance], instance_type: str = ""
+    ) -> list[Instance]:
         encoded = base64.b64encode(user_data.encode()).decode()
         if len(encoded) > USER_DATA_LIMIT:
             raise CloudError.of_kind("invalid_config")(
@@ -196,7 +216,7 @@ class OpenStackDriver(CloudDriver):
         created: list[Instance] = []
         for index in missing:
             try:
-                created.append(self._create(index, request_id, encoded))
+                created.append(self._create(index, request_id, encoded, instance_type or self.config.flavor))
             except CloudError as err:
                 # Whatever was created stays tagged; the caller can still record it.
                 raise type(err)(err.provider, err.operation, err.detail, err.code, (*existing, *created)) from err
@@ -209,12 +229,13 @@ class OpenStackDriver(CloudDriver):
 
     # -- helpers --------------------------------------------------------------
 
-    def _create(self, index: int, request_id: str, user_data_b64: str) -> Instance:
+    def _create(self, index: int, request_id: str, user_data_b64: str, flavor: str) -> Instance:
         cfg = self.config
-        metadata = {**self.ownership.tags(request_id, self.slots_per_instance), TAG_INDEX: str(index)}
+        slots = self.slots_for(flavor)
+        metadata = {**self.ownership.tags(request_id, slots), TAG_INDEX: str(index)}
         attrs: dict[str, Any] = {
             "name": f"{self.ownership.pool}-{request_id}-{index}",
-            "flavor_id": self._flavor(),
+            "flavor_id": self._flavor(flavor),
             "image_id": cfg.image_id,
             "networks": [{"uuid": cfg.network_id}],
             "metadata": metadata,
@@ -230,21 +251,21 @@ class OpenStackDriver(CloudDriver):
             server = self.conn.compute.create_server(**attrs)
         self._index_of[server.id] = index
         # Nova's create reply holds little more than the id; the next list gives the cloud's times.
-        return Instance(server.id, self.clock(), self.slots_per_instance, PENDING, "", cfg.flavor, request_id)
+        return Instance(server.id, self.clock(), slots, PENDING, "", flavor, request_id)
 
-    def _flavor(self) -> str:
-        if self._flavor_id is None:
+    def _flavor(self, name: str) -> str:
+        if name not in self._flavor_ids:
             from openstack.exceptions import NotFoundException
 
             with self._errors("launch"):
                 try:
-                    flavor = self.conn.compute.find_flavor(self.config.flavor, ignore_missing=False)
+                    flavor = self.conn.compute.find_flavor(name, ignore_missing=False)
                 except NotFoundException:
                     raise CloudError.of_kind("invalid_config")(
-                        self.provider, "launch", f"no flavor named {self.config.flavor!r}"
+                        self.provider, "launch", f"no flavor named {name!r}"
                     ) from None
-            self._flavor_id = str(flavor.id)
-        return self._flavor_id
+            self._flavor_ids[name] = str(flavor.id)
+        return self._flavor_ids[name]
 
     def _servers(self, operation: str) -> list[Any]:
         with self._errors(operation):
@@ -391,7 +412,8 @@ def _find_message(body: Any) -> str:
 def probe(
     config: OpenStackConfig, ownership: Ownership, token: TokenReference | None = None, connection: Any | None = None
 ) -> list[ProbeCheck]:
-    """Read-only calls with the configured credentials: servers list, image, flavor, network.
+    """Read-only calls with the configured credentials: the region's compute endpoint, servers list,
+    image (active?), flavor, network, and the key pair and security groups the config names.
 
     The pool token (a Barbican secret) is read by the workers with their own
     application credential, not the daemon's: it is not probed.
@@ -402,12 +424,18 @@ def probe(
     except Exception as exc:  # noqa: BLE001 - an incomplete clouds.yaml: one line
         return [ProbeCheck("openstack", "connection", PROBE_FAILED, str(map_error(exc, "probe")))]
 
+    def endpoint() -> str:
+        url = conn.compute.get_endpoint()  # authenticates, then picks the region's entry from the catalog
+        return f"compute endpoint {url}" + (f" in {config.region_name}" if config.region_name else "")
+
     def servers() -> str:
         ours = [s for s in conn.compute.servers(details=True) if ownership.owns(dict(s.metadata or {}))]
         return f"{len(ours)} of this pool ({TAG_POOL}={ownership.pool})"
 
     def image() -> str:
         found = conn.image.get_image(config.image_id)
+        if (found.status or "active") != "active":
+            raise _Unusable(f"{found.name or found.id} is {found.status}, not active: launches would fail")
         return f"{found.name or found.id} ({found.status})"
 
     def flavor() -> str:
@@ -423,12 +451,37 @@ def probe(
         found = conn.network.get_network(config.network_id)
         return f"{found.name or found.id} ({found.status})"
 
+    def keypair() -> str:
+        from openstack.exceptions import NotFoundException
+
+        try:
+            conn.compute.find_keypair(config.key_name, ignore_missing=False)
+        except NotFoundException:
+            raise _NotFound(f"no key pair named {config.key_name!r} for these credentials") from None
+        return "found"
+
+    def groups() -> str:
+        from openstack.exceptions import NotFoundException
+
+        for name in config.security_groups:
+            try:
+                conn.network.find_security_group(name, ignore_missing=False)
+            except NotFoundException:
+                raise _NotFound(f"no security group {name!r} in this project") from None
+        return f"{len(config.security_groups)} found"
+
     checks = [
+        _check("keystone catalog", "the region's compute endpoint", endpoint),
         _check("nova GET /servers/detail", "list the project's servers", servers),
         _check("glance GET /v2/images/{id}", f"image {config.image_id}", image, "this probe"),
         _check("nova GET /flavors", f"flavor {config.flavor}", flavor),
         _check("neutron GET /v2.0/networks/{id}", f"network {config.network_id}", network, "this probe"),
     ]
+    if config.key_name:
+        checks.append(_check("nova GET /os-keypairs/{name}", f"key pair {config.key_name}", keypair, "this probe"))
+    if config.security_groups:
+        subject = f"security group(s) {', '.join(config.security_groups)}"
+        checks.append(_check("neutron GET /v2.0/security-groups", subject, groups, "this probe"))
     if token is not None and token.delivery == "barbican":
         checks.append(
             ProbeCheck(
@@ -446,11 +499,17 @@ class _NotFound(Exception):
     pass
 
 
+class _Unusable(Exception):
+    """It exists, and a launch with it would fail all the same."""
+
+
 def _check(call: str, subject: str, fn: Callable[[], str], needed_by: str = "the daemon") -> ProbeCheck:
     try:
         return ProbeCheck(call, subject, WORKS, fn(), needed_by)
     except _NotFound as exc:
         return ProbeCheck(call, subject, NOT_FOUND, str(exc), needed_by)
+    except _Unusable as exc:
+        return ProbeCheck(call, subject, PROBE_FAILED, str(exc), needed_by)
     except Exception as exc:  # noqa: BLE001 - every answer becomes one line
         error = map_error(exc, "probe")
         detail = error.detail

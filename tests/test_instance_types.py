@@ -1,0 +1,170 @@
+"""Memory in the plan and several instance types (issue 15, items 3 and 4)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wire_daemon.core.config import EmulationConfig, InstanceType, ReplayConfig, SteeringConfig
+from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.instances import RUNNING, Instance
+from wire_daemon.core.run_state import RunState
+from wire_daemon.emulated.site import EmulatedSite
+from wire_daemon.emulated.traces import load_trace
+from wire_daemon.plan.makespan import PoolMember, rank_members
+from wire_daemon.plan.shapes import ShapedPolicy, cheapest_type, fitting
+from wire_daemon.plan.steering import InstanceView, choose_releases
+from wire_daemon.ports.policy import PlanResult, SteeringDecision
+from wire_daemon.runtime.replay import replay
+from wire_daemon.runtime.settings import load_settings
+
+DATA = Path(__file__).parent / "data"
+SMALL = InstanceType("c.small", cores=4, memory_mib=1600, price=1.0)
+LARGE = InstanceType("c.large", cores=16, memory_mib=6400, price=4.0)
+
+
+def test_fitting_is_cores_or_memory_whichever_runs_out_first():
+    assert fitting(4, 0.0, 1000.0) == 4  # memory not modelled
+    assert fitting(4, 1600.0, float("nan")) == 4  # no request known
+    assert fitting(4, 1600.0, 400.0) == 4
+    assert fitting(4, 1600.0, 500.0) == 3  # floor(1600 / 500)
+    assert fitting(16, 6400.0, 1600.0) == 4
+    assert fitting(4, 1600.0, 5000.0) == 1  # larger than the instance: one, not an empty pool
+
+
+def test_cheapest_type_is_the_lowest_price_per_task_that_fits():
+    assert cheapest_type([SMALL, LARGE], 100.0) == (SMALL, 4)  # proportional prices tie: the first listed
+    discounted = replace(LARGE, price=3.2)
+    assert cheapest_type([SMALL, discounted], 100.0) == (discounted, 16)
+    # Memory-bound: 1000 MiB jobs fit once on the small type (1 a task) and 6 times on the large (0.67 a task).
+    assert cheapest_type([SMALL, LARGE], 1000.0) == (LARGE, 6)
+
+
+class _Recorder:
+    """A policy that records what the shape decorator handed it, and asks for one launch."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.steering: SteeringConfig | None = None
+        self.instances: list[Instance] = []
+
+    def reconfigure(self, steering: SteeringConfig) -> None:
+        self.steering = steering
+
+    def plan(self, now, state, instances, queue_order) -> PlanResult:
+        self.instances = list(instances)
+        return PlanResult(SteeringDecision(len(instances) + 1, len(instances) + 1, launch=1))
+
+
+class _Shapes:
+    def __init__(self, requests: np.ndarray) -> None:
+        self.requests = requests
+
+    def task_request_mib(self, tasks: np.ndarray) -> np.ndarray:
+        return self.requests[tasks]
+
+
+def _state_with_queue(n_queued: int) -> tuple[RunState, np.ndarray]:
+    workflow = load_trace(DATA / "srasearch-chameleon-30a-001.json")
+    state = RunState(workflow)
+    return state, np.arange(n_queued, dtype=np.int64)
+
+
+def test_the_policy_plans_in_tasks_that_fit_by_memory():
+    state, queue = _state_with_queue(8)
+    requests = np.full(state.workflow.n_tasks, 800.0)
+    inner = _Recorder()
+    steering = SteeringConfig(slots_per_instance=4)
+    policy = ShapedPolicy(inner, steering, 1600.0, _Shapes(requests))
+    result = policy.plan(0.0, state, [Instance("i-1", 0.0, 4, RUNNING)], queue)
+    assert policy.last_request_mib == 800.0
+    assert [i.slots for i in inner.instances] == [2]  # two 800 MiB jobs fill 1600 MiB
+    assert inner.steering is not None and inner.steering.slots_per_instance == 2
+    assert result.decision.launch_type == ""  # one type: the cloud's own
+
+
+def test_the_policy_launches_the_cheapest_type_and_counts_each_instance_by_its_type():
+    state, queue = _state_with_queue(8)
+    requests = np.full(state.workflow.n_tasks, 1000.0)
+    inner = _Recorder()
+    steering = SteeringConfig(instance_types=(SMALL, LARGE))
+    policy = ShapedPolicy(inner, steering, 0.0, _Shapes(requests))
+    pool = [Instance("i-1", 0.0, 4, RUNNING, instance_type="c.small"), Instance("i-2", 0.0, 16, RUNNING)]
+    result = policy.plan(0.0, state, pool, queue)
+    assert result.decision.launch_type == "c.large"
+    assert inner.steering is not None and inner.steering.slots_per_instance == 6
+    # The listed type by its shape; an unlisted instance by its own slots (memory unknown: cores).
+    assert [i.slots for i in inner.instances] == [1, 16]
+
+
+def test_releases_prefer_the_dearest_per_task():
+    views = [
+        InstanceView("cheap", 60.0, 0.0, 60.0, dearness=0.2),
+        InstanceView("dear", 90.0, 100.0, 90.0, dearness=0.25),
+    ]
+    assert choose_releases(views, 1, 180.0, 3600.0) == ["dear"]
+    same = [replace(v, dearness=0.0) for v in views]
+    assert choose_releases(same, 1, 180.0, 3600.0) == ["cheap"]  # without types: the paper's order
+    members = [
+        PoolMember("dear", 4, 0.0, 500.0, -100.0, dearness=0.25),
+        PoolMember("cheap", 16, 0.0, 100.0, -100.0, dearness=0.2),
+    ]
+    assert [m.instance_id for m in rank_members(members)] == ["cheap", "dear"]  # the dearest are used last
+
+
+def test_emulated_site_launches_instances_of_the_named_type():
+    workflow = load_trace(DATA / "srasearch-chameleon-30a-001.json")
+    steering = SteeringConfig(instance_types=(SMALL, LARGE))
+    emulation = EmulationConfig(instance_memory_mib=6400.0, initial_instances=1)
+    site = EmulatedSite(workflow, emulation, 4, steering.billing, steering.instance_types)
+    (large,) = site.launch(1, instance_type="c.large")
+    assert large.slots == 16 and large.instance_type == "c.large"
+    first = site.list_instances()[0]
+    assert first.instance_type == "c.small" and first.slots == 4  # the initial pool is of the first type
+    assert site._instances[first.instance_id].memory_mib == 1600.0
+    site.advance_to(100.0)
+    assert site.cost_units(100.0) == 2 and site.cost_money(100.0) == 5.0
+    with pytest.raises(ConfigError):
+        site.launch(1, instance_type="c.unknown")
+
+
+def _two_type_config(large_price: float) -> ReplayConfig:
+    steering = SteeringConfig(
+        charging_unit_s=900.0, max_instances=8, instance_types=(SMALL, replace(LARGE, price=large_price))
+    )
+    emulation = EmulationConfig(instance_memory_mib=6400.0, memory_request_factor=1.0, time_scale=5.0)
+    return ReplayConfig(steering=steering, emulation=emulation)
+
+
+def test_a_replay_with_a_discounted_large_type_grows_with_it():
+    workflow = load_trace(DATA / "srasearch-chameleon-30a-001.json")
+    result = replay(workflow, "target-slowdown", _two_type_config(3.2))
+    launched = result.instance_types["instances_by_type"]
+    assert launched.get("c.large", 0) >= 1 and launched["c.small"] == 1  # only the initial instance is small
+    units = result.instance_types["units_by_type"]
+    assert result.instance_types["cost_money"] == pytest.approx(units["c.small"] * 1.0 + units.get("c.large", 0) * 3.2)
+    assert "cost_money" in result.summary()
+
+
+def test_settings_read_a_list_of_instance_types(tmp_path):
+    path = tmp_path / "wire.yaml"
+    path.write_text(
+        "steering:\n"
+        "  instance_memory_mib: 8192\n"
+        "  instance_types:\n"
+        "    - {name: c5.xlarge, cores: 4, memory_mib: 7000, price: 0.17}\n"
+        "    - {name: c5.4xlarge, cores: 16, memory_mib: 28000, price: 0.68}\n"
+    )
+    steering = load_settings(path).steering
+    assert [t.name for t in steering.instance_types] == ["c5.xlarge", "c5.4xlarge"]
+    assert steering.instance_type("c5.4xlarge") == InstanceType("c5.4xlarge", 16, 28000.0, 0.68)
+    path.write_text("steering:\n  instance_types:\n    - {name: a.b, cores: 4}\n    - {name: a.b, cores: 8}\n")
+    with pytest.raises(ConfigError, match="distinct"):
+        load_settings(path)
+    path.write_text("steering:\n  instance_types:\n    - {name: a.b, cores: 0}\n")
+    with pytest.raises(ConfigError, match=r"instance_types\[0\].cores"):
+        load_settings(path)
