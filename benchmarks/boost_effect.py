@@ -24,26 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the lab package 
 from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.replay import ReplayResult, replay
-from wire_lab.traces import BUNDLED_TRACES, find_traces
+from wire_lab.traces import BUNDLED_TRACES, find_traces, traces_flag
 
 
 def traces(named: list[Path], folder: Path) -> list[Path]:
     if named:
         return named
     return find_traces(folder) or [bundled_trace_path()]
-
-
-def _traces_flag(folder: Path) -> str:
-    """`` --traces DIR`` when not the bundled copies, as the repository's neighbour (``../shared/traces``)."""
-    if folder.resolve() == BUNDLED_TRACES.resolve():
-        return ""
-    repo = BUNDLED_TRACES.parents[2]
-    for base, prefix in ((repo, ""), (repo.parent, "../")):
-        try:
-            return f" --traces {prefix}{folder.resolve().relative_to(base).as_posix()}"
-        except ValueError:
-            continue
-    return f" --traces {folder.name}"
 
 
 def run_pair(path: Path, seed: int, scale: float, unit_min: float) -> tuple[ReplayResult, ReplayResult]:
@@ -103,7 +90,7 @@ def main() -> None:
         type=Path,
         default=BUNDLED_TRACES,
         metavar="DIR",
-        help="traces folder (default: the bundled copies, tests/data/traces; the full public set: ../shared/traces)",
+        help="traces folder (default: the bundled copies, tests/data/traces; the full public set: its folder)",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--time-scale", type=float, default=10.0)
@@ -113,7 +100,7 @@ def main() -> None:
     lines = [
         "# The priority boost: first five ready tasks of each stage",
         "",
-        f"Command: `python3 benchmarks/boost_effect.py{_traces_flag(args.folder)} "
+        f"Command: `python3 benchmarks/boost_effect.py{traces_flag(args.folder)} "
         f"--seeds {' '.join(map(str, args.seeds))} "
         f"--time-scale {args.time_scale:g} --charging-unit {args.charging_unit:g}` "
         f"({date.today().isoformat()}). WIRE policy, with and without the boost, same seeds; "

@@ -537,7 +537,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         default=DEFAULT_TRACES,
         metavar="DIR",
-        help="traces folder (default: the bundled copies, tests/data/traces; the full public set: ../shared/traces)",
+        help="traces folder (default: the bundled copies, tests/data/traces; the full public set: its folder)",
     )
     p.add_argument(
         "--time-scale",

@@ -84,7 +84,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[DEFAULT_TRACES],
         metavar="PATH",
         help="trace files or folders, searched recursively (default: the bundled copies, tests/data/traces; "
-        "the full public set: ../shared/traces)",
+        "the full public set: its folder)",
     )
     p.add_argument(
         "--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS), help="default: paper modern"

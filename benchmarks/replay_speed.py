@@ -69,7 +69,7 @@ def main() -> None:
         type=Path,
         default=BUNDLED_TRACES,
         metavar="DIR",
-        help="traces folder (default: the bundled copies, tests/data/traces; the full public set: ../shared/traces)",
+        help="traces folder (default: the bundled copies, tests/data/traces; the full public set: its folder)",
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--time-scale", type=float, default=1.0)
