@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ from wire_lab.realpool.daemon_api import (  # every wire_daemon name these tests
     read_submit_dir,
 )
 from wire_lab.realpool.submitdir import SubmitDirOptions, WrittenSubmitDir, write_submit_dir
-from wire_lab.realpool.task_emulator import EXITCODE_NAME
+from wire_lab.realpool.task_emulator import EXITCODE_NAME, EmulatedTask, install
 
 REPO = Path(__file__).resolve().parents[2]
 MONTAGE = REPO / "wire_daemon" / "data" / "montage-chameleon-2mass-01d-001.json"
@@ -376,6 +377,61 @@ def test_emulator_writes_a_kickstart_record(tmp_path: Path) -> None:
     assert record.maxrss_bytes == -(-int(expected.peak_memory_bytes[i]) // 1024) * 1024
 
 
+def test_memory_options_reach_the_submit_files(tmp_path: Path) -> None:
+    """request_memory per transformation on its pool jobs, the held-job removal delay, and -M with the peak."""
+    written = _write(tmp_path, MINI, request_memory_mib={"mProject": 400}, hold_memory=True, held_remove_s=1800)
+    wf = load_trace(MINI)
+    for job in written.jobs:
+        sub = (written.path / job.submit_path).read_text()
+        wants = job.on_pool and job.transformation == "mProject"
+        assert ("request_memory = 400" in sub) == wants, job.node
+        if job.on_pool:
+            assert "((CurrentTime - EnteredCurrentStatus) > 1800)" in sub
+        peak = int(wf.peak_memory_bytes[job.task])
+        assert job.emulated.hold_mib == (-(-peak // (1 << 20)) if job.on_pool and peak > 0 else None), job.node
+        assert ("-M" in job.emulated.argv()) == bool(job.emulated.hold_mib)
+    assert any(job.emulated.hold_mib for job in written.jobs)
+    plain = _write(tmp_path / "plain", MINI)  # the defaults: nothing of the above
+    assert not any(job.emulated.hold_mib for job in plain.jobs)
+    assert all("request_memory" not in (plain.path / job.submit_path).read_text() for job in plain.jobs)
+
+
+def test_emulator_really_holds_the_memory_it_is_told_to(tmp_path: Path) -> None:
+    task = EmulatedTask("fat", "ID0000001", "condorpool", seconds=3.0, maxrss_kib=64 * 1024, hold_mib=64)
+    scripts = install(tmp_path / "bin")
+    with open(tmp_path / "fat.out", "w") as out:
+        job = subprocess.Popen([str(scripts.emulator), *task.argv()], stdout=out, cwd=tmp_path)
+        peak_kib = 0
+        while job.poll() is None:
+            peak_kib = max(peak_kib, _tree_rss_kib(job.pid))
+            time.sleep(0.1)
+    assert job.returncode == 0
+    assert 64 * 1024 <= peak_kib < 80 * 1024, f"{peak_kib} KiB"  # what HTCondor sums over the job's processes
+    output = read_kickstart(tmp_path / "fat.out")
+    assert output is not None and output.records[0].maxrss_bytes == 64 * 1024 * 1024
+    assert output.records[0].main_duration >= 3.0
+
+
+def _tree_rss_kib(root: int) -> int:
+    """Resident KiB of ``root`` and its descendants, from /proc."""
+    parent: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in stat.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue  # ended meanwhile
+        pid = int(stat.parent.name)
+        parent[pid] = int(fields["PPid"])
+        rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0])
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, ppid in parent.items() if ppid in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(rss.get(pid, 0) for pid in tree)
+
+
 def test_injected_failure_then_retry(tmp_path: Path) -> None:
     """A node whose first attempt fails: records kept per attempt, as pegasus-exitcode keeps them."""
     written = _write(tmp_path, MONTAGE, scale=0.001, failures={"mProject_ID0000001": 1})
@@ -469,6 +525,8 @@ def test_cli_prints_one_summary_line(tmp_path: Path) -> None:
         ({"failures": {"nope": 1}}, "unknown task"),
         ({"pool": 'a"b'}, "pool name"),
         ({"pool_dir": "rel/dir"}, "absolute"),
+        ({"held_remove_s": -1}, "held_remove_s"),
+        ({"request_memory_mib": {"mProject": 0}}, "request_memory"),
     ],
 )
 def test_bad_options_are_refused(tmp_path: Path, options: dict, message: str) -> None:

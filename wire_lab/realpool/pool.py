@@ -10,7 +10,8 @@ one process drives one pool at a time.
 Layout of the work directory (bind-mounted at the same path in the chroot,
 because DAGMan checks the paths it is given and refuses node logs under /tmp):
 
-    <workdir>/cm/            LOCAL_DIR of the central manager: condor_config, log, spool, lock, run, passwords.d
+    <workdir>/cm/            LOCAL_DIR of the central manager: condor_config, log, spool, lock, run, passwords.d;
+                             site.conf, the site's own settings a test sets while the pool runs (set_site_config)
     <workdir>/worker-admin/  the workers' administration signing key (never in the central manager's passwords.d)
     <workdir>/client/<who>/  condor_config + tokens.d of a client identity (user, daemon)
     <workdir>/workers/<id>/  one worker's root (worker.py)
@@ -27,7 +28,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -54,6 +55,7 @@ from wire_lab.realpool.proc import (
 )
 
 POOL_KEY = "POOL"  # the signing key's name: IDTOKENS' default key id
+SITE_CONF = "site.conf"  # the central manager's last config file, written while it runs
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,29 @@ class PersonalPool:
             argv += ["-authz", level]
         env = {} if key == POOL_KEY else {"_CONDOR_SEC_PASSWORD_DIRECTORY": str(self.worker_admin_dir)}
         return self._chroot(env).run(argv, argv[0], timeout=60.0).strip()
+
+    def set_site_config(self, lines: Sequence[str], check: str = "", timeout: float = 30.0) -> None:
+        """Replace the site's own settings (``cm/site.conf``; no lines: none) and ``condor_reconfig`` the pool.
+
+        ``check``: a knob whose value the running schedd must report before this returns (the reconfig is
+        asynchronous); its value is read from ``lines``, or must be undefined when it is not set there.
+        """
+        path = self.cm_dir / SITE_CONF
+        if lines:
+            path.write_text("# wire_lab.realpool: the site's settings (generated)\n" + "\n".join(lines) + "\n")
+        else:
+            path.unlink(missing_ok=True)
+        self.run_as_root(["condor_reconfig"])
+        if check:
+            wanted = _config_value(lines, check)
+            what = f"pool: the schedd's {check} after reconfig"
+            wait_for(lambda: self._schedd_config(check) == wanted, what, timeout)
+
+    def _schedd_config(self, knob: str) -> str | None:
+        try:
+            return self.run_as_root(["condor_config_val", "-schedd", knob], timeout=15.0).strip()
+        except RealPoolError:
+            return None  # undefined (or the schedd is still reconfiguring)
 
     # -- setting up --------------------------------------------------------------
 
@@ -447,6 +472,8 @@ def cm_config_text(pool: PersonalPool) -> str:
         "MAIL = /bin/true",
         "SENDMAIL = /bin/true",
         *o.extra_config,
+        "# What a test sets while the pool runs, as a site's admin adds a file and reconfigures (set_site_config).",
+        f"include ifexist : {cm / SITE_CONF}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -480,6 +507,16 @@ def client_config_text(pool: PersonalPool, token_dir: Path, log_dir: Path) -> st
         f"JOB_DEFAULT_LEASE_DURATION = {o.lease_s}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _config_value(lines: Sequence[str], knob: str) -> str | None:
+    """The value the last ``KNOB = value`` line of ``lines`` gives; None when none does."""
+    found = None
+    for line in lines:
+        name, sep, value = line.partition("=")
+        if sep and name.strip().upper() == knob.upper():
+            found = value.strip()
+    return found
 
 
 def _mkdir(path: Path, uid: int, gid: int, mode: int) -> None:

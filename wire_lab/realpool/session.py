@@ -17,7 +17,8 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,9 @@ class RunSettings:
     policy: str = "wire"
     pool_name: str = "wire-pool"
     idle_shutdown_s: int = 600  # the workers' dead-man switch; longer than any gap in a test run
+    # More of the daemon's config, merged last into what write_config makes (mappings key by key), e.g.
+    # {"memory": {...}} or {"cloud": {"worker": {"slot_mode": "partitionable"}}}.
+    config: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,10 +79,12 @@ class DaemonRun:
 
     # -- the workflow --------------------------------------------------------------
 
-    def write_workflow(self, trace: Path, label: str = "run0001") -> WrittenSubmitDir:
-        """The trace as a Pegasus-layout submit dir under the submit root."""
+    def write_workflow(
+        self, trace: Path, label: str = "run0001", options: SubmitDirOptions | None = None
+    ) -> WrittenSubmitDir:
+        """The trace as a Pegasus-layout submit dir under the submit root (``options``: the pool and label are ours)."""
         out = self.submit_root / label
-        options = SubmitDirOptions(pool=self.settings.pool_name, label=label)
+        options = replace(options or SubmitDirOptions(), pool=self.settings.pool_name, label=label)
         written = write_submit_dir(trace, out, time_scale=self.settings.time_scale, options=options)
         _chown_tree(out, self.pool)
         return written
@@ -122,6 +128,7 @@ class DaemonRun:
             "state_path": str(self.state_path),
             "log": {"decisions_path": str(self.decisions_path)},
         }
+        config = _merged(config, s.config)
         self.config_path.write_text(json.dumps(config, indent=1) + "\n")  # JSON is YAML
         return self.config_path
 
@@ -191,15 +198,32 @@ def _peak(launched: dict[str, float], ended: dict[str, float]) -> int:
 
 def wait_for_dag(dag: Path, timeout_s: float, poll_s: float = 2.0) -> int:
     """DAGMan's exit status, from its ``.dagman.out``, once it has finished."""
-    out = dag.with_name(dag.name + ".dagman.out")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if out.exists():
-            for line in reversed(out.read_text(errors="replace").splitlines()[-40:]):
-                if "EXITING WITH STATUS" in line:
-                    return int(line.rsplit(None, 1)[-1])
+        status = dag_exit_status(dag)
+        if status is not None:
+            return status
         time.sleep(poll_s)
     raise RealPoolError(f"{dag.name}: DAGMan did not finish within {timeout_s:.0f} s")
+
+
+def dag_exit_status(dag: Path) -> int | None:
+    """DAGMan's exit status from its ``.dagman.out``; None while it has not finished."""
+    out = dag.with_name(dag.name + ".dagman.out")
+    if out.exists():
+        for line in reversed(out.read_text(errors="replace").splitlines()[-40:]):
+            if "EXITING WITH STATUS" in line:
+                return int(line.rsplit(None, 1)[-1])
+    return None
+
+
+def _merged(base: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``more`` laid over it: mappings merged key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in more.items():
+        old = out.get(key)
+        out[key] = _merged(old, value) if isinstance(old, Mapping) and isinstance(value, Mapping) else value
+    return out
 
 
 def _aws_env() -> dict[str, str]:

@@ -72,6 +72,14 @@ tests/data/fixtures/pegasus-submit; the readers' needs in brackets):
   through the braindump's ``submit_dir``.
 * ``failures``: task id -> number of first attempts that exit 1, to exercise
   DAGMan retries (and the monitor's attempt counting) on the real pool.
+* **Memory** (off unless asked): ``request_memory_mib`` (transformation ->
+  MiB) writes ``request_memory`` into that transformation's pool jobs, as a
+  Pegasus ``condor`` profile per transformation does; ``hold_memory`` makes
+  each pool job really hold its trace peak while it sleeps (the emulator's
+  ``-M``), so HTCondor measures it; ``held_remove_s`` is how long a held pool
+  job stays in the queue before its ``periodic_remove`` (default 10 s, as in
+  the Pegasus fixture this layout follows; a site that fixes memory holds
+  needs minutes, Pegasus' own default is 1800 s).
 
 **Choosing K.** HTCondor stamps job events to the second (unless the schedd's
 ``DEFAULT_USERLOG_FORMAT_OPTIONS`` has ``SUB_SECOND``), and the daemon's run
@@ -167,6 +175,9 @@ class SubmitDirOptions:
     priorities: bool = True  # Pegasus' job priorities (PRIORITY lines and priority commands)
     report_memory: bool = True  # the trace's peak memory as the record's maxrss
     failures: Mapping[str, int] = field(default_factory=dict)  # task id -> first attempts that fail
+    request_memory_mib: Mapping[str, int] = field(default_factory=dict)  # transformation -> request_memory
+    hold_memory: bool = False  # pool jobs really hold their trace peak memory while they run
+    held_remove_s: int = 10  # a held pool job is removed after this long (periodic_remove)
 
 
 @dataclass(frozen=True)
@@ -262,6 +273,11 @@ def write_submit_dir(
         raise ValueError(f"time scale {time_scale!r}: must be a positive number")
     if options.retry < 0:
         raise ValueError(f"retry {options.retry}: must be 0 or more")
+    if options.held_remove_s < 0:
+        raise ValueError(f"held_remove_s {options.held_remove_s}: must be 0 or more")
+    for xform, mib in options.request_memory_mib.items():
+        if not (isinstance(mib, int) and mib > 0):
+            raise ValueError(f"request_memory of {xform!r}: {mib!r} is not a positive number of MiB")
     if options.pool is not None and not _POOL_NAME.match(options.pool):
         raise ValueError(f"pool name {options.pool!r}: use letters, digits and . _ : @ - only")
     workflow = trace if isinstance(trace, Workflow) else load_trace(trace)
@@ -312,6 +328,7 @@ def _job(
         site="condorpool" if on_pool else "local",
         seconds=runtime * time_scale,
         maxrss_kib=-(-memory // 1024) if options.report_memory and memory > 0 else None,
+        hold_mib=-(-memory // (1 << 20)) if options.hold_memory and on_pool and memory > 0 else None,
         failed_attempts=int(options.failures.get(task_id, 0)),
         inputs=_files(f"{node}.input", int(wf.input_bytes[i])),
         outputs=_files(f"{node}.output", int(wf.output_bytes[i])),
@@ -504,10 +521,12 @@ def _sub_text(ctx: _Context, job: PlannedJob) -> str:
 def _pool_commands(ctx: _Context, job: PlannedJob) -> list[str]:
     lines = [
         f"initialdir = {ctx.pool_dir}",
-        "periodic_remove = (JobStatus == 5) && ((CurrentTime - EnteredCurrentStatus) > 10)",
+        f"periodic_remove = (JobStatus == 5) && ((CurrentTime - EnteredCurrentStatus) > {ctx.options.held_remove_s})",
         *_priority_command(ctx, job),
         "request_cpus = 1",
     ]
+    if job.transformation in ctx.options.request_memory_mib:
+        lines.append(f"request_memory = {ctx.options.request_memory_mib[job.transformation]}")
     if ctx.options.pool is not None:
         lines.append(f'requirements = TARGET.WirePool =?= "{ctx.options.pool}"')
     return lines + [

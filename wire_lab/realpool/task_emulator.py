@@ -11,7 +11,7 @@ for Pegasus' POST script ``pegasus-exitcode``.
 **Why /bin/sh and not Python.** The jobs run inside a minimal Debian trixie
 chroot (debootstrap minbase plus HTCondor). python3 is there today only as a
 dependency of the condor package, which nobody here controls, whereas
-``/bin/sh`` (dash), coreutils (``date``, ``sleep``, ``uname``), ``sed`` and
+``/bin/sh`` (dash), coreutils (``date``, ``sleep``, ``uname``; ``head`` and ``dd`` for ``-M``), ``sed`` and
 ``grep`` are Essential packages, present in every Debian system. A shell
 script also starts in a millisecond (an interpreter takes tens, per job, on
 every slot), so the measured duration is the sleep, not a start-up. The record is plain text the script can
@@ -21,12 +21,19 @@ and file names) are checked on the Python side (``EmulatedTask.argv``).
 The emulator (``wire-task-emulator.sh``)::
 
     wire-task-emulator.sh -n TRANSFORMATION -N DAX_ID -R SITE -s SECONDS
-                          [-m MAXRSS_KIB] [-F FAILED_ATTEMPTS] [-i LFN=BYTES]... [-o LFN=BYTES]...
+                          [-m MAXRSS_KIB] [-M HOLD_MIB] [-F FAILED_ATTEMPTS] [-i LFN=BYTES]... [-o LFN=BYTES]...
 
 * ``-s``: seconds to sleep (GNU ``sleep`` takes fractions);
 * ``-m``: the task's peak memory from the trace, reported as kickstart's
   ``maxrss`` (KiB, as Linux reports it): the sleep itself uses ~2 MiB, the task
   it stands for used this much;
+* ``-M``: really hold this many MiB of memory for the whole sleep, so that
+  HTCondor measures it (the job's ResidentSetSize): ``head -c`` writes that
+  many zero bytes into a pipe that ``dd`` reads into one buffer a MiB larger
+  (``iflag=fullblock``: it waits for the rest), while the sleep keeps the pipe
+  open; at the end of the sleep dd gets EOF and exits. Only the pages written
+  are resident, so the job's RSS is HOLD_MIB plus a few MiB, the same on
+  every run. Coreutils only, as for the rest;
 * ``-F N``: the first N DAGMan attempts fail (exit 1), to exercise retries. The
   attempt is ``DAGNodeRetry`` from the job ad (``$_CONDOR_JOB_AD``, which the
   starter writes; the DAG sets it with ``VARS node +DAGNodeRetry="$(RETRY)"``,
@@ -67,20 +74,22 @@ set -u
 PATH=${PATH:-/usr/bin:/bin}  # HTCondor gives a job no PATH unless its submit file does
 export PATH
 started_ns=$(date +%s%N)
-xform=unknown daxid=null site=local seconds=0 maxrss= failing=0 inputs= outputs=
+xform=unknown daxid=null site=local seconds=0 maxrss= hold= failing=0 inputs= outputs=
 nl='
 '
-while getopts n:N:R:s:m:F:i:o: opt; do
+while getopts n:N:R:s:m:M:F:i:o: opt; do
   case $opt in
     n) xform=$OPTARG ;;
     N) daxid=$OPTARG ;;
     R) site=$OPTARG ;;
     s) seconds=$OPTARG ;;
     m) maxrss=$OPTARG ;;
+    M) hold=$OPTARG ;;
     F) failing=$OPTARG ;;
     i) inputs="$inputs$OPTARG$nl" ;;
     o) outputs="$outputs$OPTARG$nl" ;;
-    *) echo "usage: $0 -n XFORM -N DAXID -R SITE -s SECONDS [-m KIB] [-F N] [-i LFN=BYTES]... [-o LFN=BYTES]..." >&2
+    *) echo "usage: $0 -n XFORM -N DAXID -R SITE -s SECONDS [-m KIB] [-M MIB] [-F N]" \
+            "[-i LFN=BYTES]... [-o LFN=BYTES]..." >&2
        exit 64 ;;
   esac
 done
@@ -104,7 +113,12 @@ code=0
 
 main_iso=$(iso_now)
 main_ns=$(now_ns)
-sleep "$seconds"
+if [ -n "$hold" ]; then  # dd holds the bytes in its buffer until the sleep closes the pipe
+  { head -c "${hold}M" /dev/zero; sleep "$seconds"; } |
+    dd bs="$(( hold + 1 ))M" count=1 iflag=fullblock of=/dev/null status=none
+else
+  sleep "$seconds"
+fi
 ended_ns=$(now_ns)
 main_s=$(seconds_of $(( ended_ns - main_ns )))
 total_s=$(seconds_of $(( ended_ns - started_ns )))
@@ -185,6 +199,7 @@ class EmulatedTask:
     site: str
     seconds: float  # runtime x time scale
     maxrss_kib: int | None = None
+    hold_mib: int | None = None  # memory the emulator really holds while it sleeps
     failed_attempts: int = 0
     inputs: tuple[tuple[str, int], ...] = ()  # (lfn, bytes)
     outputs: tuple[tuple[str, int], ...] = ()
@@ -196,6 +211,8 @@ class EmulatedTask:
         args = ["-n", self.transformation, "-N", self.dax_id, "-R", self.site, "-s", f"{max(self.seconds, 0.0):.3f}"]
         if self.maxrss_kib is not None:
             args += ["-m", str(self.maxrss_kib)]
+        if self.hold_mib:
+            args += ["-M", str(self.hold_mib)]
         if self.failed_attempts:
             args += ["-F", str(self.failed_attempts)]
         args += [item for lfn, size in self.inputs for item in ("-i", f"{lfn}={size}")]
