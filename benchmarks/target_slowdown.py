@@ -3,7 +3,7 @@
 
 Usage (from the repository root)::
 
-    python3 benchmarks/target_slowdown.py --traces ../shared/traces
+    python3 benchmarks/target_slowdown.py --traces <traces dir>
 
 For every trace of the traces folder (``--traces``, ``legacy/`` included; by
 default the copies bundled in ``tests/data/traces``), u = 1, 15, 30, 60 min, time scale K = 1, 10, 100 and seeds 0 and
@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = REPO / "tests" / "data" / "traces"  # a fresh clone's; the issue's grid: --traces ../shared/traces
+DEFAULT_TRACES = REPO / "tests" / "data" / "traces"  # a fresh clone's; the issue's grid: the public set
 RESULTS = REPO / "docs" / "results"
 
 sys.path.insert(0, str(REPO))  # this checkout's wire_daemon and wire_lab, installed or not
@@ -56,6 +56,7 @@ from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES  # noqa: E
 from wire_daemon.runtime.replay import STAGE_CLASSES, replay  # noqa: E402
 from wire_lab.evaluation.report import library_version  # noqa: E402
 from wire_lab.evaluation.runs import SETTINGS, _workflow, find_traces, replay_config  # noqa: E402
+from wire_lab.traces import traces_flag  # noqa: E402
 
 UNITS_MIN = (1.0, 15.0, 30.0, 60.0)
 SCALES = (1.0, 10.0, 100.0)
@@ -543,6 +544,20 @@ def _yes(ok: bool) -> str:
     return "yes" if ok else "**no**"
 
 
+def _shown_arguments(argv: Sequence[str], traces: Path) -> list[str]:
+    """The command line as the page shows it: the traces folder as ``traces_flag`` names it."""
+    shown, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--traces":
+            skip = True
+        elif not arg.startswith("--traces="):
+            shown.append(arg)
+    flag = traces_flag(traces).strip()
+    return [flag, *shown] if flag else shown
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -565,7 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = by_job(rows)
     names = [*POLICY_NAMES, *(f"{DEFAULT_POLICY}@{t:g}" for t in args.targets)]
     plots = frontier_plots(runs, names, args.out)
-    extra = [a for a in (sys.argv[1:] if argv is None else argv)]
+    extra = _shown_arguments(sys.argv[1:] if argv is None else argv, args.traces)
     scale_rows = [] if args.skip_scale else scale_benchmark()
     text = page(runs, jobs, datas, traces, args.targets, plots, wall, extra, scale_rows)
     (args.out / "policy.md").write_text(text)

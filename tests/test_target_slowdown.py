@@ -20,7 +20,7 @@ from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.traces import load_trace
 from wire_daemon.plan.makespan import LevelModel, PoolMember, Slots, plan_instances, top_down_levels
-from wire_daemon.plan.slowdown import SlowdownPolicy
+from wire_daemon.plan.slowdown import SlowdownPolicy, _Choice
 from wire_daemon.ports.prediction import (
     POLICY_PRIOR_TRANSFORMATION,
     POLICY_PRIOR_WORKFLOW,
@@ -392,3 +392,88 @@ def test_estimates_and_the_deadline_read_as_times_from_the_decision():
     assert "4 instance(s): ends in 6.7 min, 8 more unit(s)" in words
     assert "5 instance(s) (chosen): ends in 5.0 min" in words and "the full pool would end in 30 s" in words
     assert "1795510" not in words
+
+
+# -- rules from the grid's reading (docs/decisions.md, "target-slowdown, second pass") -----------
+
+
+def test_a_level_uses_the_instances_still_there_not_those_already_gone():
+    from wire_daemon.core.billing import Billing
+    from wire_daemon.plan.makespan import Schedule
+
+    now = 600.0  # every unit ends now (u = 1 min): all three are up for renewal
+    gone = PoolMember("a", 4, now, now, 0.0, gone_at=now)  # the size looked at lets it go
+    kept = [PoolMember(i, 4, now, now, 0.0) for i in ("b", "c")]
+    level = Schedule(now + 500.0, np.array([now]), np.array([now + 500.0]), np.array([2]))
+    plan = plan_instances([gone, *kept], level, Billing(60.0), now, 180.0, 180.0, ranked=True)
+    assert plan.release_now == ("a",)  # b and c run the level's two instances; neither is let go
+
+
+def _one_running_task(policy_code: int) -> tuple[RunState, Prediction]:
+    wf = build_workflow("w", "t", [TaskSpec(f"a{i}", "a") for i in range(2)])
+    state = RunState(wf)
+    E = EventKind
+    state.apply_all(_events((0.0, E.SUBMITTED, "a0"), (0.0, E.STARTED, "a0", {"host": "i-1"})))
+    short = np.full(wf.n_tasks, 50.0)  # expected to end 50 s from now, long before the unit ends
+    codes = np.full(wf.n_tasks, policy_code, dtype=np.int8)
+    return state, Prediction(short, short * 4, short * 4, codes, short.copy(), short.copy())
+
+
+@pytest.mark.parametrize("code, at_risk", [(POLICY_STAGE_MEDIAN, False), (POLICY_PRIOR_WORKFLOW, True)])
+def test_a_task_predicted_only_from_a_prior_is_never_counted_on_to_end_in_time(code, at_risk):
+    state, prediction = _one_running_task(code)
+    wf = state.workflow
+    policy = SlowdownPolicy(DistributionPredictor(wf, PredictionConfig()), DispatchLearner(wf, 2.0), SteeringConfig())
+    cost = policy._restart_costs(state, prediction, [Instance("i-1", 0.0, 4, RUNNING)], 100.0)
+    assert (cost["i-1"] > 0.0) is at_risk
+
+
+@pytest.mark.parametrize("u, limit", [(3600.0, 0.0), (60.0, 12.0)])
+def test_with_units_longer_than_the_interval_no_release_may_sink_work(u, limit):
+    wf = build_workflow("w", "t", [TaskSpec("a", "a")])
+    steering = SteeringConfig(charging_unit_s=u)
+    policy = SlowdownPolicy(DistributionPredictor(wf, PredictionConfig()), DispatchLearner(wf, 2.0), steering)
+    assert policy._restart_limit() == pytest.approx(limit)
+
+
+def _six_tasks_four_running(finished: int = 0) -> tuple[RunState, SlowdownPolicy, Prediction, list[Instance]]:
+    """Six tasks queued or running on one 4-slot instance; ``finished`` earlier ones of the stage done."""
+    wf = build_workflow("w", "t", [TaskSpec(f"a{i}", "a") for i in range(6 + finished)])
+    state = RunState(wf)
+    for i in range(finished):
+        _run(state, f"a{6 + i}", -1000.0, -400.0, host="i-1")  # 600-s tasks
+    E = EventKind
+    events = [(0.0, E.SUBMITTED, f"a{i}") for i in range(6)]
+    events += [(0.0, E.STARTED, f"a{i}", {"host": "i-1"}) for i in range(4)]
+    state.apply_all(_events(*events))
+    predictor = DistributionPredictor(wf, PredictionConfig())
+    predictor.update(state, 0.0)
+    policy = SlowdownPolicy(predictor, DispatchLearner(wf, 2.0), SteeringConfig())
+    return state, policy, predictor.predict(state, 0.0), [Instance("i-1", -180.0, 4, RUNNING)]
+
+
+@pytest.mark.parametrize(
+    "u, finished, floor",
+    [
+        (1800.0, 0, 2),  # long units, nothing measured: a slot per task
+        (1800.0, 5, 0),  # long units, the stage measured: the model prices each launch's unit
+        (60.0, 0, 1),  # per-minute units: each task's guessed interval of work, 4 of them done in one lag
+    ],
+)
+def test_the_reactive_floor_with_long_units_holds_only_while_nothing_is_measured(u, finished, floor):
+    state, policy, prediction, pool = _six_tasks_four_running(finished)
+    policy.reconfigure(SteeringConfig(charging_unit_s=u))
+    levels = LevelModel(state.workflow).remaining(state, prediction, _no_dispatch(1))
+    assert policy._blind(state, prediction) is (finished == 0)
+    assert policy._reactive_floor(levels, pool, policy._blind(state, prediction)) == floor
+
+
+def test_no_launch_ahead_while_a_running_task_is_only_guessed_from_a_prior():
+    state, policy, prediction, pool = _six_tasks_four_running(5)
+    levels = LevelModel(state.workflow).remaining(state, prediction, _no_dispatch(1))
+    assert policy._speculation_cap(state, prediction, levels) is None  # measured: the model may launch ahead
+    prediction.policy[:] = POLICY_PRIOR_WORKFLOW
+    assert policy._speculation_cap(state, prediction, levels) == 2  # a slot per queued or running task
+    best = _Choice(size=6, end=500.0, cost=5, launch=5, release=())
+    assert policy._decide(0.0, best, pool, cap=2).launch == 1
+    assert policy._decide(0.0, best, pool).launch == 5

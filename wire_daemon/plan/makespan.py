@@ -302,12 +302,13 @@ def plan_instances(
     """
     order = list(members) if ranked else rank_members(members)
     uses: list[list[tuple[float, float]]] = [[] for _ in order]
+    gone = [m.gone_at for m in order]
     for begin, end, used in zip(
         schedule.level_start.tolist(), schedule.level_end.tolist(), schedule.instances_used.tolist()
     ):
-        for j in range(min(used, len(order))):
-            if order[j].gone_at > begin:
-                uses[j].append((begin, end))
+        # The first ``used`` instances still there when the level begins (one gone by then serves none).
+        for j in [j for j, at in enumerate(gone) if at > begin][:used]:
+            uses[j].append((begin, end))
     u = billing.charging_unit_s
     comeback = lag + interval  # an idle gap at least this long: go, and come back in time
     next_decision = now + interval

@@ -22,7 +22,11 @@ unit is about to end (drained at once, terminated ``release_guard_s`` before
 the unit ends, as every policy here does), and until then the model counts
 its slots. An instance whose tasks would lose more than
 ``release_restart_cost_fraction`` x u of work (Algorithm 2's rule, lost work
-counted) is kept; so is one younger than ``min_instance_age_intervals``.
+counted) is kept, and with units longer than the interval one that would lose
+any work at all; a task predicted only from a prior is never counted on to end
+in time. So is one younger than ``min_instance_age_intervals``. Before anything
+is measured, with units longer than the interval, the pool grows to a slot per
+queued or running task, as a reactive policy does.
 
 With nothing left to run the pool goes to ``min_instances`` at the units'
 ends, like WIRE. The decision record carries the estimates at the chosen
@@ -39,12 +43,25 @@ import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import PENDING, RUNNING, Instance
-from wire_daemon.core.run_state import RunState
+from wire_daemon.core.run_state import DONE, WAITING, RunState
+from wire_daemon.core.run_state import RUNNING as RUNNING_TASK
 from wire_daemon.plan.makespan import LevelModel, Levels, PoolMember, capacity_of, plan_instances, rank_members
 from wire_daemon.plan.shapes import dearness
 from wire_daemon.plan.steering import release_time
 from wire_daemon.ports.policy import PlanResult, SizeEstimate, SteeringDecision, UpcomingLoad
-from wire_daemon.ports.prediction import DispatchEstimate, DispatchModel, Prediction, Predictor
+from wire_daemon.ports.prediction import (
+    POLICY_GRADIENT,
+    POLICY_RUNNING_ONLY,
+    POLICY_SAME_INPUT,
+    POLICY_STAGE_MEDIAN,
+    DispatchEstimate,
+    DispatchModel,
+    Prediction,
+    Predictor,
+)
+
+# Predicted from the task's own stage's measurements (WIRE's policies 3-5), not from a prior.
+MEASURED = frozenset({POLICY_STAGE_MEDIAN, POLICY_SAME_INPUT, POLICY_GRADIENT})
 
 
 @dataclass(frozen=True)
@@ -97,8 +114,8 @@ class SlowdownPolicy:
         best, choices = self._choices(now, levels, pool, leaving, restart, dispatch, deadline)
         floor = 0
         if best.end > deadline:  # late whatever it does: at least a slot for every task still there at the next boot
-            floor = self._reactive_floor(levels, pool)
-        decision = self._decide(now, best, pool, floor)
+            floor = self._reactive_floor(levels, pool, self._blind(state, prediction))
+        decision = self._decide(now, best, pool, floor, self._speculation_cap(state, prediction, levels))
         # Relative: on a real site the clock is epoch seconds, which nobody reads.
         left = deadline - now
         decision.rule += f"; deadline in {left:.0f} s" if left >= 0 else f"; deadline passed {-left:.0f} s ago"
@@ -112,7 +129,7 @@ class SlowdownPolicy:
     ) -> list[PoolMember]:
         config = self.config
         billing, lag = config.billing, config.interval_s
-        limit = config.release_restart_cost_fraction * config.charging_unit_s
+        limit = self._restart_limit()
         min_age = config.min_instance_age_intervals * config.interval_s
         members = []
         for i in pool:
@@ -189,6 +206,18 @@ class SlowdownPolicy:
         best = min(seen.values(), key=score)
         return best, [seen[k] for k in sorted(seen)]
 
+    def _restart_limit(self) -> float:
+        """The work an instance's release may sink: none when a unit spans several decisions.
+
+        Algorithm 2's ``release_restart_cost_fraction`` x u only where every decision renews a unit
+        anyway (u at most the interval); with longer units, keeping an instance until its tasks end
+        costs at most the units they still need, and a killed task costs its work twice.
+        """
+        config = self.config
+        if config.charging_unit_s > config.interval_s:
+            return 0.0
+        return config.release_restart_cost_fraction * config.charging_unit_s
+
     def _restart_costs(
         self, state: RunState, prediction: Prediction, pool: Sequence[Instance], now: float
     ) -> dict[str, float]:
@@ -206,7 +235,8 @@ class SlowdownPolicy:
             lost = float(state.lost_s[task])
             start = float(state.start_time[task])
             on_time = now - start <= float(prediction.occupancy_s[task])  # not yet past its predicted length
-            if now + float(p90[task]) <= moment and on_time and lost == 0.0:
+            measured = int(prediction.policy[task]) in MEASURED  # a prior says little about when it ends
+            if now + float(p90[task]) <= moment and on_time and measured and lost == 0.0:
                 continue  # ends before the instance goes; an overdue task, or one killed once, is never risked
             sunk = moment - start + lost
             cost[host] = max(cost[host], sunk)
@@ -214,12 +244,14 @@ class SlowdownPolicy:
 
     # -- the decision -----------------------------------------------------------------
 
-    def _decide(self, now: float, best: _Choice, pool: Sequence[Instance], floor: int = 0) -> SteeringDecision:
+    def _decide(
+        self, now: float, best: _Choice, pool: Sequence[Instance], floor: int = 0, cap: int | None = None
+    ) -> SteeringDecision:
         m = len(pool)
         billing, guard = self.config.billing, self.config.release_guard_s
         launch_of = {i.instance_id: i.launch_time for i in pool}
         going = [i for i in best.release if i in launch_of]  # not those already let go
-        launch = best.launch
+        launch = best.launch if cap is None else min(best.launch, max(cap - (m - len(going)), 0))
         short = floor - (m - len(going) + launch)
         if short > 0:  # below the reactive floor: keep what was to go first, then launch
             kept = min(short, len(going))
@@ -238,15 +270,41 @@ class SlowdownPolicy:
             rule = "hold"
         return SteeringDecision(target, best.size, launch=launch, release=going, release_at=when, rule=rule)
 
-    def _reactive_floor(self, levels: Levels, pool: Sequence[Instance]) -> int:
+    def _speculation_cap(self, state: RunState, prediction: Prediction, levels: Levels) -> int | None:
+        """At most a slot per queued or running task while a running task's end is only guessed from a prior.
+
+        Launching ahead for the levels behind it bets on that guess (a prior from other stages says
+        little about a long serial task); a reactive policy waits for the work to be submitted, and so
+        does this one then. None: no cap.
+        """
+        running = (state.status == RUNNING_TASK) & state.workflow.on_pool
+        guessed = running & ~np.isin(prediction.policy, list(MEASURED))
+        if not guessed.any():
+            return None
+        return math.ceil(float(levels.tasks[0]) / self.config.slots_per_instance)
+
+    @staticmethod
+    def _blind(state: RunState, prediction: Prediction) -> bool:
+        """Whether a queued or running pool task has nothing measured to predict it by (WIRE's policies 1, 2)."""
+        submitted = (state.status != DONE) & (state.status != WAITING) & state.workflow.on_pool
+        return bool(np.any(submitted & (prediction.policy <= POLICY_RUNNING_ONLY)))
+
+    def _reactive_floor(self, levels: Levels, pool: Sequence[Instance], blind: bool = False) -> int:
         """Instances for every queued or running task the pool up now will not have finished a launch lag from now.
 
         What a reactive policy would size the pool to when a new instance
         boots: the frontier's expected work beyond what the slots up now do
-        in one lag, counted in tasks of the frontier's mean length.
+        in one lag, counted in tasks of the frontier's mean length. With units
+        longer than the interval a launch pays a whole unit, which the model
+        prices better than this count does: there the floor holds only while
+        nothing is measured (``blind``), as a slot per queued or running task.
         """
         config = self.config
         work, tasks = float(levels.work_s[0]), float(levels.tasks[0])
+        if config.charging_unit_s > config.interval_s:
+            if not blind or tasks <= 0:
+                return 0
+            return min(math.ceil(tasks / config.slots_per_instance), config.max_instances)
         if tasks <= 0 or work <= 0:
             return 0
         up = sum(i.slots for i in pool if i.state == RUNNING)
