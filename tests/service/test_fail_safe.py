@@ -20,21 +20,7 @@ from wire_daemon.core.errors import ConfigError
 from wire_daemon.runtime.settings import load_settings
 from wire_daemon.service.daemon import Daemon
 
-
-def _config(tmp_path: Path, speedup: float = 1e6, extra: str = "") -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(
-        f"""
-site: {{kind: emulated, speedup: {speedup}}}
-emulation: {{time_scale: 20}}
-steering: {{charging_unit_s: 900}}
-state_path: {tmp_path / "state.sqlite"}
-log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
-{extra}
-"""
-    )
-    return path
-
+from .emulated_config import emulated_config as _config
 
 # Each writes a new config that cannot be used, in a way outside ConfigError today.
 BAD_FILES = {

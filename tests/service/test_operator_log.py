@@ -18,22 +18,9 @@ from wire_daemon.core.errors import ConfigError
 from wire_daemon.service.report import _Axis
 from wire_daemon.service.wording import decision_line, parse_since
 
+from .emulated_config import emulated_config as _config
+
 NOW = datetime(2025, 11, 5, 12, 0, 0, tzinfo=UTC).timestamp()
-
-
-def _config(tmp_path: Path, speedup: float = 1e6, extra: str = "") -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(
-        f"""
-site: {{kind: emulated, speedup: {speedup}}}
-emulation: {{time_scale: 20}}
-steering: {{charging_unit_s: 900}}
-state_path: {tmp_path / "state.sqlite"}
-log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
-{extra}
-"""
-    )
-    return path
 
 
 def _run(config: Path, *extra: str) -> subprocess.CompletedProcess:

@@ -249,21 +249,19 @@ class KillPlan:
 
 
 @dataclass
-class KillResult:
-    kills: int = 0
-    kills_launch_open: int = 0
-    kills_request_open_in_state: int = 0
-    restarts: int = 0
+class PoolRun:
+    """What a kill run and a fault run both measure: the pool's cycles and peak, the daemon's exits, the audit."""
+
+    max_instances: int = 0
+    minutes: float = 0.0
     cycles: int = 0
     cycle_peaks: list[int] = field(default_factory=list)
     workflows_done: int = 0
     tasks_done: int = 0
     peak: int = 0
-    max_instances: int = 0
     samples: int = 0
     unexpected_exits: list[int] = field(default_factory=list)
     tracebacks: int = 0
-    minutes: float = 0.0
     requests: int = 0  # the daemon's cloud requests, through the proxy
     faulted: int = 0
     proxy: dict[str, object] = field(default_factory=dict)
@@ -275,10 +273,21 @@ class KillResult:
         out["duplicates"] = self.audit.duplicates
         return out
 
+    def _clean(self) -> bool:
+        a = self.audit
+        return not (a.leaked or a.duplicates) and self.peak <= self.max_instances
+
+
+@dataclass
+class KillResult(PoolRun):
+    kills: int = 0
+    kills_launch_open: int = 0
+    kills_request_open_in_state: int = 0
+    restarts: int = 0
+
     @property
     def ok(self) -> bool:
-        a = self.audit
-        return not (a.leaked or a.duplicates or a.unknown_after_restart) and self.peak <= self.max_instances
+        return self._clean() and not self.audit.unknown_after_restart
 
 
 def run_kills(work: Path, moto: Moto, shape: RunShape, plan: KillPlan) -> KillResult:
@@ -339,7 +348,7 @@ def _tick(rig: Rig) -> None:
     time.sleep(0.02)
 
 
-def _fill(result: KillResult | FaultResult, rig: Rig) -> None:
+def _fill(result: PoolRun, rig: Rig) -> None:
     final_audit(rig, result.audit)
     cloud = rig.world.cloud
     result.cycles, result.peak, result.samples = cloud.cycles, cloud.peak, cloud.samples
@@ -355,36 +364,15 @@ def _fill(result: KillResult | FaultResult, rig: Rig) -> None:
 
 
 @dataclass
-class FaultResult:
+class FaultResult(PoolRun):
     rate: float = 0.0
-    minutes: float = 0.0
     iterations: int = 0
     iterations_per_minute: float = 0.0
-    cycles: int = 0
-    cycle_peaks: list[int] = field(default_factory=list)
-    workflows_done: int = 0
-    tasks_done: int = 0
-    peak: int = 0
-    max_instances: int = 0
-    samples: int = 0
     drain_s: float = 0.0
-    unexpected_exits: list[int] = field(default_factory=list)
-    tracebacks: int = 0
-    requests: int = 0
-    faulted: int = 0
-    proxy: dict[str, object] = field(default_factory=dict)
-    audit: Audit = field(default_factory=Audit)
-
-    def as_dict(self) -> dict[str, object]:
-        out = asdict(self)
-        out["leaked"] = len(self.audit.leaked)
-        out["duplicates"] = self.audit.duplicates
-        return out
 
     @property
     def ok(self) -> bool:
-        a = self.audit
-        return not (a.leaked or a.duplicates) and self.peak <= self.max_instances and not self.unexpected_exits
+        return self._clean() and not self.unexpected_exits
 
 
 def run_faults(work: Path, moto: Moto, shape: RunShape, rate: float, seconds: float, seed: int = 14) -> FaultResult:
