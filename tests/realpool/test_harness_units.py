@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from wire_lab.realpool.chroot import DEFAULT_MIRROR, host_mirror
 from wire_lab.realpool.errors import RealPoolError
+from wire_lab.realpool.hypervisor import Hypervisor
 from wire_lab.realpool.worker import REMAPPED, boot_settings, parse_cloud_config, remap, render_user_data
 
 
@@ -75,3 +77,15 @@ def test_rendered_user_data_parses_and_names_its_token_delivery() -> None:
     assert boot_settings(data)["TOKEN_SOURCE"] == "/etc/wire-worker/pool-token"
     with pytest.raises(RealPoolError, match="not #cloud-config"):
         parse_cloud_config("#!/bin/sh\n", "i-1")
+
+
+def test_ends_once_seen_waits_for_an_end_the_hypervisor_records_late() -> None:
+    hypervisor = Hypervisor("http://127.0.0.1:1", boot=lambda iid, data: None)  # type: ignore[arg-type,return-value]
+    hypervisor._record("kill", "i-early", "terminated")
+    hypervisor._record("boot", "i-late", "master pid 1")
+    late = threading.Timer(0.3, hypervisor._record, ("kill", "i-late", "terminated"))
+    late.start()
+    ended = hypervisor.ends_once_seen(["i-early", "i-late"], timeout=10.0)
+    assert set(ended) == {"i-early", "i-late"}
+    # An instance whose end never comes is left out at the deadline rather than waited on for ever.
+    assert set(hypervisor.ends_once_seen(["i-early", "i-never"], timeout=0.2)) == {"i-early"}

@@ -22,7 +22,7 @@ import base64
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Self
@@ -33,6 +33,7 @@ from wire_lab.realpool.worker import Worker
 log = logging.getLogger(__name__)
 
 GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+END_KINDS = frozenset({"kill", "poweroff", "exit", "boot-failed", "unbooted"})  # the events that end an instance
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,20 @@ class Hypervisor:
                 for e in self.timeline
                 if (kind is None or e.kind == kind) and (instance_id is None or e.instance_id == instance_id)
             ]
+
+    def ends_once_seen(self, instance_ids: Iterable[str], timeout: float) -> dict[str, float]:
+        """When each instance ended, waiting up to ``timeout`` for this thread to notice the ones that are
+        gone in the cloud but not yet here: killing a worker takes seconds, and the cloud says "terminated"
+        at once. Instances still unseen at the deadline are left out."""
+        wanted = set(instance_ids)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                ended = {e.instance_id: e.at for e in self.timeline if e.kind in END_KINDS and e.instance_id in wanted}
+                left = deadline - time.monotonic()
+                if len(ended) == len(wanted) or left <= 0:
+                    return ended
+                self._changed.wait(min(left, 0.5))
 
     def wait_event(self, kind: str, instance_id: str, timeout: float) -> Event:
         deadline = time.monotonic() + timeout

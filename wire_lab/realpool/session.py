@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from wire_lab.realpool.errors import RealPoolError
-from wire_lab.realpool.hypervisor import Hypervisor
+from wire_lab.realpool.hypervisor import GONE_STATES, Hypervisor
 from wire_lab.realpool.pool import PersonalPool
 from wire_lab.realpool.submitdir import SubmitDirOptions, WrittenSubmitDir, write_submit_dir
 
 REGION = "us-east-1"
-ENDS = ("kill", "poweroff", "exit", "boot-failed", "unbooted")  # the hypervisor's events that end an instance
+END_SEEN_TIMEOUT_S = 60.0  # a worker's kill waits up to 10 s for its master; a loaded machine adds more
 TOKEN_PATH = "/etc/wire-worker/pool-token"  # where the harness places the token a file-delivery worker reads
 ADMIN_KEY_PATH = "/etc/wire-worker/admin-key"  # and the workers' administration key (the daemon's drains)
 
@@ -182,7 +182,8 @@ def cloud_history(ec2: Any, hypervisor: Hypervisor, pool_name: str | None = None
     instances = [i for r in reservations for i in r["Instances"]]
     launched = {i["InstanceId"]: i["LaunchTime"].timestamp() for i in instances}
     live = [i["InstanceId"] for i in instances if i["State"]["Name"] in ("pending", "running")]
-    ended = {e.instance_id: e.at for e in hypervisor.events() if e.kind in ENDS and e.instance_id in launched}
+    gone = [i["InstanceId"] for i in instances if i["State"]["Name"] in GONE_STATES]
+    ended = hypervisor.ends_once_seen(gone, timeout=END_SEEN_TIMEOUT_S)
     return CloudHistory(launched, ended, live, _peak(launched, ended))
 
 
