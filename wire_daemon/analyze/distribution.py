@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from wire_daemon.analyze.gradient import scaled_input
 from wire_daemon.analyze.groups import SizeGroups, median_of_sorted
 from wire_daemon.core.config import PredictionConfig
 from wire_daemon.core.run_state import DONE, RUNNING, WAITING, RunState
@@ -156,9 +157,7 @@ class _Stage:
         return int(self.exec_sorted.size)
 
     def feature(self, sizes: np.ndarray) -> np.ndarray:
-        if self.max_input <= 0:
-            return np.zeros(np.shape(sizes))
-        return np.asarray(sizes, dtype=np.float64) / self.max_input
+        return scaled_input(sizes, self.max_input)
 
     def line(self) -> tuple[float, float] | None:
         n = self.n_completed

@@ -20,6 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def scaled_input(sizes: np.ndarray, max_input: float) -> np.ndarray:
+    """Algorithm 1's feature scaled to [0, 1] by the stage's largest input; all-empty inputs give x = 0."""
+    if max_input <= 0:
+        return np.zeros(np.shape(sizes))
+    return np.asarray(sizes, dtype=np.float64) / max_input
+
+
 @dataclass
 class LinearModel:
     """t = a0 + a1 * x for one stage."""

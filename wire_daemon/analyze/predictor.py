@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wire_daemon.analyze.gradient import LinearModel
+from wire_daemon.analyze.gradient import LinearModel, scaled_input
 from wire_daemon.analyze.groups import SizeGroups, median_of_sorted
 from wire_daemon.core.config import PredictionConfig
 from wire_daemon.core.run_state import RunState, TaskStatus
@@ -72,11 +72,7 @@ class _Stage:
         return int(self.exec_sorted.size)
 
     def feature(self, sizes: np.ndarray) -> np.ndarray:
-        # Algorithm 1's feature, scaled to [0, 1] by the stage's largest input
-        # (see gradient.py); a stage whose inputs are all empty has x = 0.
-        if self.max_input <= 0:
-            return np.zeros(np.shape(sizes))
-        return np.asarray(sizes, dtype=np.float64) / self.max_input
+        return scaled_input(sizes, self.max_input)
 
 
 class OnlinePredictor:
