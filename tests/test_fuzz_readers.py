@@ -61,6 +61,7 @@ from wire_daemon.monitor.jobstate import MAX_TIME, JobstateMapper, JobstateReade
 from wire_daemon.monitor.kickstart import read_kickstart
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_file import parse_submit_file
+from wire_lab.chaos.mutations import mangled_bytes
 
 DATA = Path(__file__).resolve().parent / "data"
 FIXTURES = DATA / "fixtures"
@@ -451,25 +452,9 @@ JUNK = [
 ]
 
 
-@st.composite
-def mangled(draw: st.DrawFn, reader: Reader) -> bytes:
+def mangled(reader: Reader) -> st.SearchStrategy[bytes]:
     """A seed with one to three byte-level mutations, hostile insertions included."""
-    data = bytearray(draw(st.sampled_from(reader.seeds)))
-    junk = st.sampled_from(JUNK + reader.hostile) | st.binary(min_size=1, max_size=20)
-    for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["flip", "delete", "insert", "duplicate", "truncate"]))
-        at = draw(st.integers(0, max(len(data) - 1, 0)))
-        if kind == "flip" and data:
-            data[at] = draw(st.integers(0, 255))
-        elif kind == "delete":
-            del data[at : at + draw(st.integers(1, 200))]
-        elif kind == "insert":
-            data[at:at] = draw(junk)
-        elif kind == "duplicate":
-            data[at:at] = data[at : at + draw(st.integers(1, 400))]
-        else:
-            del data[at:]
-    return bytes(data)
+    return mangled_bytes(reader.seeds, JUNK + reader.hostile)
 
 
 def _nested(depth: int) -> list[Any]:

@@ -13,6 +13,7 @@ from wire_daemon.monitor.dag import parse_dag
 from wire_daemon.monitor.eventmap import EventLogFollower
 from wire_daemon.monitor.kickstart import read_kickstart
 from wire_daemon.monitor.problems import Problems
+from wire_lab.chaos.mutations import mangled_bytes
 
 from .conftest import EVENTLOG, KICKSTART, SUBMIT
 
@@ -34,23 +35,8 @@ JUNK = [
 ]
 
 
-@st.composite
-def mangled(draw: st.DrawFn, original: bytes) -> bytes:
-    data = bytearray(original)
-    for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["flip", "delete", "insert", "duplicate", "truncate"]))
-        at = draw(st.integers(0, max(len(data) - 1, 0)))
-        if kind == "flip" and data:
-            data[at] = draw(st.integers(0, 255))
-        elif kind == "delete":
-            del data[at : at + draw(st.integers(1, 200))]
-        elif kind == "insert":
-            data[at:at] = draw(st.sampled_from(JUNK) | st.binary(min_size=1, max_size=20))
-        elif kind == "duplicate":
-            data[at:at] = data[at : at + draw(st.integers(1, 400))]
-        else:
-            del data[at:]
-    return bytes(data)
+def mangled(original: bytes) -> st.SearchStrategy[bytes]:
+    return mangled_bytes([original], JUNK)
 
 
 _SCRATCH = tempfile.TemporaryDirectory(prefix="wire-fuzz-")  # removed when the tests are done

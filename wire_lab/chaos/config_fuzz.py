@@ -39,6 +39,8 @@ import yaml
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from wire_lab.chaos.mutations import mangled_bytes
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SEEDS = ("config.example.yaml", "submit-host.example.yaml", "openstack.example.yaml")
@@ -193,24 +195,8 @@ def mutated_config(draw: st.DrawFn, docs: list[Any]) -> bytes:
     return yaml.safe_dump(doc, allow_unicode=True, width=10_000).encode()
 
 
-@st.composite
-def mangled_config(draw: st.DrawFn, texts: list[bytes]) -> bytes:
-    data = bytearray(draw(st.sampled_from(texts)))
-    junk = st.sampled_from(JUNK) | st.binary(min_size=1, max_size=16)
-    for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["flip", "delete", "insert", "duplicate", "truncate"]))
-        at = draw(st.integers(0, max(len(data) - 1, 0)))
-        if kind == "flip" and data:
-            data[at] = draw(st.integers(0, 255))
-        elif kind == "delete":
-            del data[at : at + draw(st.integers(1, 200))]
-        elif kind == "insert":
-            data[at:at] = draw(junk)
-        elif kind == "duplicate":
-            data[at:at] = data[at : at + draw(st.integers(1, 400))]
-        else:
-            del data[at:]
-    return bytes(data)
+def mangled_config(texts: list[bytes]) -> st.SearchStrategy[bytes]:
+    return mangled_bytes(texts, JUNK, random_junk_max=16)
 
 
 @st.composite
