@@ -105,7 +105,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Self
 
-import numpy as np
 import yaml
 
 from wire_daemon.core.billing import Billing
@@ -115,6 +114,7 @@ from wire_daemon.core.instances import Instance
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.emulated.traces import load_trace
+from wire_lab import pegasus_layout as pegasus
 
 SUBMIT_HOST = "submit-host"  # the emulator's host name for local-universe jobs
 _SUBMIT_ADDRESS = "198.51.100.1"
@@ -124,46 +124,6 @@ _CONDOR_PORT = 9618
 _RESERVED_NAMES = frozenset({"PARENT", "CHILD", "ALL_NODES"})
 _BAD_NODE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
 _DAX_ID = re.compile(r"^.+_(ID\d+)$")
-_AUX_KINDS = (  # Pegasus job-name prefixes, longest first where one is a prefix of another
-    "create_dir",
-    "stage_worker",
-    "stage_inter",
-    "stage_in",
-    "stage_out",
-    "register",
-    "clean_up",
-    "cleanup",
-    "chmod",
-)
-_JOB_CLASS = {
-    "compute": 1,
-    "stage_in": 2,
-    "stage_worker": 2,
-    "stage_out": 3,
-    "register": 4,
-    "stage_inter": 5,
-    "create_dir": 6,
-    "cleanup": 8,
-    "chmod": 9,
-}
-_FIXED_PRIORITY = {
-    "stage_in": 700,
-    "stage_worker": 700,
-    "stage_inter": 700,
-    "create_dir": 800,
-    "chmod": 800,
-    "stage_out": 900,
-    "cleanup": 1000,
-}
-_CATEGORY = {
-    "stage_in": "stagein",
-    "stage_worker": "stagein",
-    "stage_out": "stageout",
-    "register": "registration",
-    "cleanup": "cleanup",
-}
-_MAXJOBS = (("registration", 1), ("stagein", 10), ("cleanup", 4), ("stageout", 10))
-_RULE = "#" * 70
 _MIB = 1 << 20
 
 
@@ -269,18 +229,18 @@ class _Job:
 
     @property
     def job_class(self) -> int:
-        return _JOB_CLASS.get(self.kind, 1)
+        return pegasus.JOB_CLASS.get(self.kind, 1)
 
     @property
     def category(self) -> str | None:
-        return _CATEGORY.get(self.kind)
+        return pegasus.CATEGORY.get(self.kind)
 
 
 def _plan_jobs(wf: Workflow) -> list[_Job]:
     nodes = _node_names(wf.task_ids)
-    kinds = [_job_kind(tid, tr) for tid, tr in zip(wf.task_ids, wf.transformation)]
+    kinds = [pegasus.job_kind(tid, tr) for tid, tr in zip(wf.task_ids, wf.transformation)]
     dax_ids = _dax_ids(wf.task_ids, kinds)
-    levels = _compute_levels(wf, kinds)
+    levels = pegasus.compute_levels(wf, kinds)
     return [
         _Job(
             i,
@@ -289,7 +249,7 @@ def _plan_jobs(wf: Workflow) -> list[_Job]:
             kinds[i],
             dax_ids[i],
             not bool(wf.on_pool[i]),
-            _priority(kinds[i], int(levels[i])),
+            pegasus.priority(kinds[i], int(levels[i])),
         )
         for i in range(wf.n_tasks)
     ]
@@ -315,14 +275,6 @@ def _node_names(task_ids: Sequence[str]) -> list[str]:
     return names
 
 
-def _job_kind(task_id: str, transformation: str) -> str:
-    for text in (task_id, transformation):
-        for kind in _AUX_KINDS:
-            if text == kind or text.startswith(kind + "_"):
-                return "cleanup" if kind == "clean_up" else kind
-    return "compute"
-
-
 def _dax_ids(task_ids: Sequence[str], kinds: Sequence[str]) -> list[str | None]:
     """``ID<digits>`` from Pegasus-style names when they are all unique, else ``ID0000001``..."""
     compute = [i for i, kind in enumerate(kinds) if kind == "compute"]
@@ -337,36 +289,25 @@ def _dax_ids(task_ids: Sequence[str], kinds: Sequence[str]) -> list[str | None]:
     return out
 
 
-def _compute_levels(wf: Workflow, kinds: Sequence[str]) -> np.ndarray:
-    """Compute ancestors on the longest path above each task (tasks are in topological order)."""
-    levels = np.zeros(wf.n_tasks, dtype=np.int64)
-    for i in range(wf.n_tasks):
-        parents = wf.parents(i)
-        if parents.size:
-            above = [levels[p] + (1 if kinds[p] == "compute" else 0) for p in parents]
-            levels[i] = max(above)
-    return levels
-
-
-def _priority(kind: str, level: int) -> int:
-    if kind in _FIXED_PRIORITY:
-        return _FIXED_PRIORITY[kind]
-    return 10 * (level + (2 if kind == "register" else 1))
-
-
 # -- file texts written at the start ----------------------------------------------------
 
 
 def _dag_text(label: str, wf_name: str, jobs: Sequence[_Job], wf: Workflow, opts: WriterOptions) -> str:
-    lines = [_RULE, "# PEGASUS WMS GENERATED DAG FILE", f"# DAG {label}", "# Index = 0, Count = null", _RULE]
-    lines += [f"MAXJOBS {category} {count}" for category, count in _MAXJOBS]
+    lines = [
+        pegasus.RULE,
+        "# PEGASUS WMS GENERATED DAG FILE",
+        f"# DAG {label}",
+        "# Index = 0, Count = null",
+        pegasus.RULE,
+    ]
+    lines += [f"MAXJOBS {category} {count}" for category, count in pegasus.MAXJOBS]
     lines.append("")
     for job in jobs:
         lines += _dag_node_lines(job, wf_name, opts)
     for child in range(wf.n_tasks):
         for parent in wf.parents(child):
             lines.append(f"PARENT  {jobs[int(parent)].node} CHILD {jobs[child].node}")
-    lines += [_RULE, "# End of DAG", _RULE]
+    lines += [pegasus.RULE, "# End of DAG", pegasus.RULE]
     return "\n".join(lines) + "\n"
 
 
@@ -395,11 +336,11 @@ def _classad_string(text: str) -> str:
 def _sub_text(job: _Job, ctx: _Context) -> str:
     submit = ctx.submit_dir
     head = [
-        _RULE,
+        pegasus.RULE,
         "# PEGASUS WMS GENERATED SUBMIT FILE",
         f"# DAG : {ctx.label}, Index = 0, Count = null",
         f"# SUBMIT FILE NAME : {job.node}.sub",
-        _RULE,
+        pegasus.RULE,
         "stream_error  = false",
         "stream_output = false",
         (
@@ -426,7 +367,12 @@ def _sub_text(job: _Job, ctx: _Context) -> str:
         ("pegasus_gpus", "1"),
         ("pegasus_cluster_size", "1"),
     ]
-    tail = [f"+{name} = {value}" for name, value in attributes] + ["queue", _RULE, "# END OF SUBMIT FILE", _RULE]
+    tail = [f"+{name} = {value}" for name, value in attributes] + [
+        "queue",
+        pegasus.RULE,
+        "# END OF SUBMIT FILE",
+        pegasus.RULE,
+    ]
     return "\n".join(head + body + tail) + "\n"
 
 

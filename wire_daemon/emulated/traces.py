@@ -74,23 +74,12 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from wire_daemon.core.errors import WorkflowError
+from wire_daemon.core.pegasus_names import LOCAL_KINDS, aux_kind
 from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 
 BUNDLED_TRACE = "montage-chameleon-2mass-01d-001.json"
 
 _GZIP_MAGIC = b"\x1f\x8b"
-_AUX_KINDS = (  # longest first where one is a prefix of another
-    "create_dir",
-    "stage_worker",
-    "stage_inter",
-    "stage_in",
-    "stage_out",
-    "register",
-    "clean_up",
-    "cleanup",
-    "chmod",
-)
-_LOCAL_KINDS = frozenset({"create_dir", "stage_worker", "register", "cleanup"})
 _MAX_BYTES = 2**60  # 1 EiB: larger sizes are corrupt values, and would overflow int64
 _MAX_SECONDS = 1e12  # ~31,700 years: a longer runtime is a corrupt value
 _SHOW = reprlib.Repr()
@@ -388,15 +377,8 @@ def _id_prefix(task_id: str) -> str:
     return _TRAILING_NUMBER.sub("", task_id) or task_id
 
 
-def _aux_kind(name: str) -> str | None:
-    for kind in _AUX_KINDS:
-        if name == kind or name.startswith(kind + "_"):
-            return "cleanup" if kind == "clean_up" else kind
-    return None
-
-
 def _flat_transformation(task: dict[str, Any], name: str, compute: bool) -> str:
-    kind = None if compute else _aux_kind(name)
+    kind = None if compute else aux_kind(name)
     if kind:
         return kind
     category = task.get("category")
@@ -407,8 +389,8 @@ def _flat_transformation(task: dict[str, Any], name: str, compute: bool) -> str:
 
 def _runs_on_submit_host(name: str) -> bool:
     """Pegasus naming rule for non-compute jobs; see the module docstring."""
-    kind = _aux_kind(name)
-    if kind in _LOCAL_KINDS:
+    kind = aux_kind(name)
+    if kind in LOCAL_KINDS:
         return True
     rest = name[len(kind) :] if kind else name
     return "local" in rest.split("_")

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wire_daemon.core.errors import InputError
+from wire_daemon.core.pegasus_names import AUX_KINDS, LOCAL_KINDS, aux_kind
 from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 from wire_daemon.monitor.abstract_wf import AbstractWorkflow, read_abstract_workflow
 from wire_daemon.monitor.braindump import Braindump, find_braindump, read_braindump
@@ -55,19 +56,8 @@ from wire_daemon.monitor.dag import DagFile, DagNode, parse_dag
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_file import SubmitFile, expand_macros, parse_submit_file
 
-AUX_KINDS = (  # longest first where one is a prefix of another
-    "create_dir",
-    "stage_worker",
-    "stage_inter",
-    "stage_in",
-    "stage_out",
-    "register",
-    "clean_up",
-    "cleanup",
-    "chmod",
-    "pegasus-plan",
-)
-_LOCAL_KINDS = frozenset({"create_dir", "stage_worker", "register", "cleanup", "pegasus-plan"})
+_AUX_KINDS = (*AUX_KINDS, "pegasus-plan")  # a sub-workflow's planning job, too
+_LOCAL_KINDS = LOCAL_KINDS | {"pegasus-plan"}
 _OFF_POOL_UNIVERSES = frozenset({"local", "scheduler", "grid"})
 _ID_SUFFIX = re.compile(r"^(.+?)_(ID\d+)$")
 _NUMBER_SUFFIX = re.compile(r"^(.+?)_\d+$")
@@ -178,18 +168,15 @@ def _resolved(value: str | None, node: DagNode) -> str | None:
 
 
 def transformation_from_name(name: str) -> str:
-    kind = aux_kind(name)
+    kind = _aux_kind(name)
     if kind:
         return kind
     match = _ID_SUFFIX.match(name) or _NUMBER_SUFFIX.match(name)
     return match.group(1) if match else name
 
 
-def aux_kind(name: str) -> str | None:
-    for kind in AUX_KINDS:
-        if name == kind or name.startswith(kind + "_"):
-            return "cleanup" if kind == "clean_up" else kind
-    return None
+def _aux_kind(name: str) -> str | None:
+    return aux_kind(name, _AUX_KINDS)
 
 
 def runs_on_pool(node: DagNode, sub: SubmitFile | None) -> bool:
@@ -198,7 +185,7 @@ def runs_on_pool(node: DagNode, sub: SubmitFile | None) -> bool:
         return False
     if sub is not None:
         return sub.universe not in _OFF_POOL_UNIVERSES and (sub.site or "").lower() != "local"
-    kind = aux_kind(node.name)
+    kind = _aux_kind(node.name)
     if kind in _LOCAL_KINDS:
         return False
     rest = node.name[len(kind) :] if kind else ""

@@ -1,8 +1,7 @@
 """Every wire_daemon name the trace-to-submit-dir tools and their tests use, imported here and only here.
 
-wire_daemon's package layout is being reorganised; when a module moves, this
-is the one file to change (submitdir.py and tests/realpool/test_submitdir.py
-import from it).
+When a daemon module moves, this is the one file to change (submitdir.py and
+tests/realpool/test_submitdir.py import from it).
 """
 
 from __future__ import annotations

@@ -111,56 +111,17 @@ from pathlib import Path
 
 import yaml
 
+from wire_lab import pegasus_layout as pegasus
 from wire_lab.realpool.daemon_api import InputError, Workflow, load_trace
 from wire_lab.realpool.task_emulator import EMULATOR_NAME, EXITCODE_NAME, EmulatedTask, install
 
 DEFAULT_POOL = "wire-pool"  # the daemon's cloud.pool default, as in pegasus_sites/make_sites.py
 PEGASUS_VERSION = "5.0.5"
-_RULE = "#" * 70
 _NODE_SAFE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")
 _PEGASUS_NAME = re.compile(r"^(?P<xform>.+)_ID(?P<number>\d+)$")
 _POOL_NAME = re.compile(r"^[A-Za-z0-9._:@-]+$")
 _RESERVED = frozenset({"PARENT", "CHILD", "ALL_NODES"})
-_AUX_KINDS = (  # Pegasus job-name prefixes, longest first where one is a prefix of another
-    "create_dir",
-    "stage_worker",
-    "stage_inter",
-    "stage_in",
-    "stage_out",
-    "register",
-    "clean_up",
-    "cleanup",
-    "chmod",
-)
-_JOB_CLASS = {
-    "compute": 1,
-    "stage_in": 2,
-    "stage_worker": 2,
-    "stage_out": 3,
-    "register": 4,
-    "stage_inter": 5,
-    "create_dir": 6,
-    "cleanup": 8,
-    "chmod": 9,
-}
-_FIXED_PRIORITY = {
-    "stage_in": 700,
-    "stage_worker": 700,
-    "stage_inter": 700,
-    "create_dir": 800,
-    "chmod": 800,
-    "stage_out": 900,
-    "cleanup": 1000,
-}
-_CATEGORY = {
-    "stage_in": "stagein",
-    "stage_worker": "stagein",
-    "stage_out": "stageout",
-    "register": "registration",
-    "cleanup": "cleanup",
-}
-_MAXJOBS = (("registration", 1), ("stagein", 10), ("cleanup", 4), ("stageout", 10))
 # Pegasus' Hashed submit mapper (HashedFileFactory): files per directory, multiplier, top-level offset.
 _HASH_FILES_PER_DIR, _HASH_MULTIPLIER, _HASH_OFFSET = 254, 5, 30
 
@@ -199,11 +160,11 @@ class PlannedJob:
 
     @property
     def job_class(self) -> int:
-        return _JOB_CLASS.get(self.kind, 1)
+        return pegasus.JOB_CLASS.get(self.kind, 1)
 
     @property
     def category(self) -> str | None:
-        return _CATEGORY.get(self.kind)
+        return pegasus.CATEGORY.get(self.kind)
 
     @property
     def submit_path(self) -> str:
@@ -307,9 +268,9 @@ def plan_jobs(workflow: Workflow, time_scale: float, options: SubmitDirOptions) 
     unknown = sorted(set(options.failures) - set(workflow.task_ids))
     if unknown:
         raise ValueError(f"failures name unknown task {unknown[0]!r}")
-    kinds = [_job_kind(t, x) for t, x in zip(workflow.task_ids, workflow.transformation)]
+    kinds = [pegasus.job_kind(t, x) for t, x in zip(workflow.task_ids, workflow.transformation)]
     names = node_names(workflow.task_ids, workflow.transformation, kinds)
-    levels = _compute_levels(workflow, kinds)
+    levels = pegasus.compute_levels(workflow, kinds)
     return [_job(workflow, i, names[i], kinds[i], int(levels[i]), time_scale, options) for i in range(workflow.n_tasks)]
 
 
@@ -343,7 +304,7 @@ def _job(
         kind,
         on_pool,
         hashed_subdir(i),
-        _priority(kind, level),
+        pegasus.priority(kind, level),
         emulated,
     )
 
@@ -401,36 +362,12 @@ def _safe(text: str) -> str:
     return _UNSAFE_CHARS.sub("_", text) or "task"
 
 
-def _job_kind(task_id: str, transformation: str) -> str:
-    for text in (task_id, transformation):
-        for kind in _AUX_KINDS:
-            if text == kind or text.startswith(kind + "_"):
-                return "cleanup" if kind == "clean_up" else kind
-    return "compute"
-
-
 def hashed_subdir(k: int) -> str:
     """The directory of the k-th job (0-based), as Pegasus' Hashed submit mapper places it."""
     estimate = (k * _HASH_MULTIPLIER + _HASH_OFFSET) // _HASH_FILES_PER_DIR
     low = estimate % _HASH_FILES_PER_DIR
     high = (estimate // _HASH_FILES_PER_DIR) % _HASH_FILES_PER_DIR
     return f"{high:02X}/{low:02X}"
-
-
-def _compute_levels(wf: Workflow, kinds: Sequence[str]) -> list[int]:
-    """Compute ancestors on the longest path above each task (tasks are in topological order)."""
-    levels = [0] * wf.n_tasks
-    for i in range(wf.n_tasks):
-        above = [levels[p] + (kinds[p] == "compute") for p in wf.parents(i).tolist()]
-        levels[i] = max(above, default=0)
-    return levels
-
-
-def _priority(kind: str, level: int) -> int:
-    """Pegasus 5's default priorities: fixed per auxiliary kind, 10 per compute level."""
-    if kind in _FIXED_PRIORITY:
-        return _FIXED_PRIORITY[kind]
-    return 10 * (level + (2 if kind == "register" else 1))
 
 
 # -- writing -----------------------------------------------------------------------------
@@ -461,20 +398,20 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def _dag_text(ctx: _Context, jobs: Sequence[PlannedJob], wf: Workflow) -> str:
     lines = [
-        _RULE,
+        pegasus.RULE,
         "# PEGASUS WMS GENERATED DAG FILE (layout; written by wire_lab.realpool.submitdir)",
         f"# DAG {ctx.label}",
         f"# trace {ctx.source}, time scale {ctx.time_scale:g}",
         "# Index = 0, Count = null",
-        _RULE,
+        pegasus.RULE,
     ]
-    lines += [f"MAXJOBS {category} {count}" for category, count in _MAXJOBS]
+    lines += [f"MAXJOBS {category} {count}" for category, count in pegasus.MAXJOBS]
     lines.append("")
     for job in jobs:
         lines += _dag_node_lines(ctx, job)
     for child in range(wf.n_tasks):
         lines += [f"PARENT  {jobs[p].node} CHILD {jobs[child].node}" for p in wf.parents(child).tolist()]
-    lines += [_RULE, "# End of DAG", _RULE]
+    lines += [pegasus.RULE, "# End of DAG", pegasus.RULE]
     return "\n".join(lines) + "\n"
 
 
@@ -493,11 +430,11 @@ def _dag_node_lines(ctx: _Context, job: PlannedJob) -> list[str]:
 
 def _sub_text(ctx: _Context, job: PlannedJob) -> str:
     head = [
-        _RULE,
+        pegasus.RULE,
         "# PEGASUS WMS GENERATED SUBMIT FILE (layout; written by wire_lab.realpool.submitdir)",
         f"# DAG : {ctx.label}, Index = 0, Count = null",
         f"# SUBMIT FILE NAME : {job.node}.sub",
-        _RULE,
+        pegasus.RULE,
         "stream_error  = false",
         "stream_output = false",
         (
@@ -514,7 +451,10 @@ def _sub_text(ctx: _Context, job: PlannedJob) -> str:
     ]
     body = _pool_commands(ctx, job) if job.on_pool else _local_commands(ctx, job)
     return (
-        "\n".join(head + body + _pegasus_attributes(ctx, job) + ["queue", _RULE, "# END OF SUBMIT FILE", _RULE]) + "\n"
+        "\n".join(
+            head + body + _pegasus_attributes(ctx, job) + ["queue", pegasus.RULE, "# END OF SUBMIT FILE", pegasus.RULE]
+        )
+        + "\n"
     )
 
 
