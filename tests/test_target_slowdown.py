@@ -477,3 +477,32 @@ def test_no_launch_ahead_while_a_running_task_is_only_guessed_from_a_prior():
     best = _Choice(size=6, end=500.0, cost=5, launch=5, release=())
     assert policy._decide(0.0, best, pool, cap=2).launch == 1
     assert policy._decide(0.0, best, pool).launch == 5
+
+
+def _serial_task_before_a_wide_level(started: float) -> tuple[RunState, SlowdownPolicy, list[Instance]]:
+    """One serial task of a stage never measured, running on i-1; 40 tasks wait for it, of a transformation
+    that ran 100 s elsewhere in the DAG; six instances at per-minute units (each up for renewal now)."""
+    specs = [TaskSpec("serial", "serial")] + [TaskSpec(f"w{i}", "wide", ("serial",)) for i in range(40)]
+    specs += [TaskSpec(f"x{i}", "wide") for i in range(3)]
+    wf = build_workflow("w", "t", specs)
+    state = RunState(wf)
+    for i in range(3):
+        _run(state, f"x{i}", -2000.0, -1900.0, host="i-1")
+    E = EventKind
+    state.apply_all(_events((started, E.SUBMITTED, "serial"), (started, E.STARTED, "serial", {"host": "i-1"})))
+    steering = SteeringConfig(charging_unit_s=60.0, max_instances=6, min_instance_age_intervals=0)
+    policy = SlowdownPolicy(DistributionPredictor(wf, PredictionConfig()), DispatchLearner(wf, 2.0), steering)
+    pool = [Instance(f"i-{k}", -3600.0 - k, 4, RUNNING) for k in range(1, 7)]
+    return state, policy, pool
+
+
+@pytest.mark.parametrize("ran_lags, long_guess", [(1.5, False), (2.05, True)])
+def test_a_guess_that_has_run_for_two_launch_lags_no_longer_keeps_the_pool_waiting(ran_lags, long_guess):
+    now, lag = 10_000.0, SteeringConfig().interval_s
+    state, policy, pool = _serial_task_before_a_wide_level(started=now - ran_lags * lag)
+    policy.predictor.update(state, now)
+    assert policy._long_guess(state, policy.predictor.predict(state, now), now) is long_guess
+    decision = policy.plan(now, state, pool, np.array([], dtype=np.int64)).decision
+    # Its end guessed about a launch lag away, the model alone keeps part of the pool for the 40 tasks
+    # behind it (4 instances, just past two lags); past two lags, a slot per queued or running task.
+    assert (decision.target == 1) is long_guess

@@ -26,7 +26,9 @@ counted) is kept, and with units longer than the interval one that would lose
 any work at all; a task predicted only from a prior is never counted on to end
 in time. So is one younger than ``min_instance_age_intervals``. Before anything
 is measured, with units longer than the interval, the pool grows to a slot per
-queued or running task, as a reactive policy does.
+queued or running task, as a reactive policy does. While a running task is
+predicted only from a prior, launches stop at a slot per queued or running
+task; once such a task has run two launch lags, so does what is kept.
 
 With nothing left to run the pool goes to ``min_instances`` at the units'
 ends, like WIRE. The decision record carries the estimates at the chosen
@@ -62,6 +64,8 @@ from wire_daemon.ports.prediction import (
 
 # Predicted from the task's own stage's measurements (WIRE's policies 3-5), not from a prior.
 MEASURED = frozenset({POLICY_STAGE_MEDIAN, POLICY_SAME_INPUT, POLICY_GRADIENT})
+# Launch lags after which a running task guessed from a prior no longer keeps the pool waiting for it.
+GUESS_KEPT_LAGS = 2.0
 
 
 @dataclass(frozen=True)
@@ -111,11 +115,13 @@ class SlowdownPolicy:
         origin = state.first_event_time if state.first_event_time is not None else 0.0
         full = model.full_pool(state, prediction, dispatch, config.max_instances * config.slots_per_instance, now)
         deadline = origin + config.target_slowdown * full
-        best, choices = self._choices(now, levels, pool, leaving, restart, dispatch, deadline)
+        cap = self._speculation_cap(state, prediction, levels)
+        keep_at_most = cap if cap is not None and self._long_guess(state, prediction, now) else None
+        best, choices = self._choices(now, levels, pool, leaving, restart, dispatch, deadline, keep_at_most)
         floor = 0
         if best.end > deadline:  # late whatever it does: at least a slot for every task still there at the next boot
             floor = self._reactive_floor(levels, pool, self._blind(state, prediction))
-        decision = self._decide(now, best, pool, floor, self._speculation_cap(state, prediction, levels))
+        decision = self._decide(now, best, pool, floor, cap)
         # Relative: on a real site the clock is epoch seconds, which nobody reads.
         left = deadline - now
         decision.rule += f"; deadline in {left:.0f} s" if left >= 0 else f"; deadline passed {-left:.0f} s ago"
@@ -155,12 +161,14 @@ class SlowdownPolicy:
         restart: dict[str, float],
         dispatch: DispatchEstimate,
         deadline: float,
+        keep_at_most: int | None = None,
     ) -> tuple[_Choice, list[_Choice]]:
         """The best pool size, and every size looked at: at most that many instances for any level.
 
         Every size up to 12 above the smallest is looked at, then sizes about
         15 % apart, then every size within 3 of the best of those: a few
-        dozen schedules however large ``max_instances`` is.
+        dozen schedules however large ``max_instances`` is. No size above
+        ``keep_at_most``, unless the instances that cannot go already make more.
         """
         config, model = self.config, self._model
         assert model is not None
@@ -173,7 +181,7 @@ class SlowdownPolicy:
         going = sorted((b for b in kept if b.releasable), key=lambda b: (-b.dearness, b.paid_until, b.instance_id))
         dropped = {b.instance_id: replace(b, gone_at=b.paid_until) for b in going}
         low = max(config.min_instances, len(kept) - len(going), 1)
-        high = max(config.max_instances, low)
+        high = max(config.max_instances if keep_at_most is None else min(config.max_instances, keep_at_most), low)
         new_member = PoolMember("new", slots, now + lag, now, now)
         price = config.max_instances / config.charging_unit_s  # lateness, per second: the full pool's price
         seen: dict[int, _Choice] = {}
@@ -282,6 +290,21 @@ class SlowdownPolicy:
         if not guessed.any():
             return None
         return math.ceil(float(levels.tasks[0]) / self.config.slots_per_instance)
+
+    def _long_guess(self, state: RunState, prediction: Prediction, now: float) -> bool:
+        """Whether a running pool task predicted only from a prior has run for ``GUESS_KEPT_LAGS`` launch lags.
+
+        Then the speculation cap bounds the instances kept too, not only the
+        ones launched: a pool kept idle for the levels behind such a task (a
+        serial Montage ``mBgModel``) bets unit after unit on a guess that has
+        already been wrong, where a launch when it ends costs one lag. A guess
+        younger than that is kept for: at K = 1 such tasks end within seconds,
+        and letting the pool go there cost both time and units.
+        """
+        running = (state.status == RUNNING_TASK) & state.workflow.on_pool
+        guessed = running & ~np.isin(prediction.policy, list(MEASURED))
+        started = state.start_time[guessed]
+        return bool(np.any(now - started[~np.isnan(started)] >= GUESS_KEPT_LAGS * self.config.interval_s))
 
     @staticmethod
     def _blind(state: RunState, prediction: Prediction) -> bool:
