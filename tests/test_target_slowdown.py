@@ -497,12 +497,20 @@ def _serial_task_before_a_wide_level(started: float) -> tuple[RunState, Slowdown
 
 
 @pytest.mark.parametrize("ran_lags, long_guess", [(1.5, False), (2.05, True)])
-def test_a_guess_that_has_run_for_two_launch_lags_no_longer_keeps_the_pool_waiting(ran_lags, long_guess):
+def test_guesses_that_have_held_the_pool_two_launch_lags_no_longer_keep_it_waiting(ran_lags, long_guess):
     now, lag = 10_000.0, SteeringConfig().interval_s
     state, policy, pool = _serial_task_before_a_wide_level(started=now - ran_lags * lag)
-    policy.predictor.update(state, now)
-    assert policy._long_guess(state, policy.predictor.predict(state, now), now) is long_guess
+    policy.plan(now - ran_lags * lag, state, pool, np.array([], dtype=np.int64))  # the guess begins
     decision = policy.plan(now, state, pool, np.array([], dtype=np.int64)).decision
+    assert policy._guessed_for(now, 1) == pytest.approx(ran_lags * lag)  # since the first decision under the cap
     # Its end guessed about a launch lag away, the model alone keeps part of the pool for the 40 tasks
     # behind it (4 instances, just past two lags); past two lags, a slot per queued or running task.
     assert (decision.target == 1) is long_guess
+
+
+def test_the_wait_on_guesses_restarts_when_no_guess_is_running():
+    state, policy, _ = _serial_task_before_a_wide_level(started=0.0)
+    assert policy._guessed_for(100.0, 2) == 0.0
+    assert policy._guessed_for(400.0, 2) == 300.0
+    assert policy._guessed_for(500.0, None) == 0.0  # a measured task runs: the wait is over
+    assert policy._guessed_for(700.0, 2) == 0.0

@@ -28,7 +28,7 @@ in time. So is one younger than ``min_instance_age_intervals``. Before anything
 is measured, with units longer than the interval, the pool grows to a slot per
 queued or running task, as a reactive policy does. While a running task is
 predicted only from a prior, launches stop at a slot per queued or running
-task; once such a task has run two launch lags, so does what is kept.
+task; once that has lasted two launch lags, so does what is kept.
 
 With nothing left to run the pool goes to ``min_instances`` at the units'
 ends, like WIRE. The decision record carries the estimates at the chosen
@@ -64,7 +64,7 @@ from wire_daemon.ports.prediction import (
 
 # Predicted from the task's own stage's measurements (WIRE's policies 3-5), not from a prior.
 MEASURED = frozenset({POLICY_STAGE_MEDIAN, POLICY_SAME_INPUT, POLICY_GRADIENT})
-# Launch lags after which a running task guessed from a prior no longer keeps the pool waiting for it.
+# Launch lags after which running tasks guessed from a prior no longer keep the pool waiting for them.
 GUESS_KEPT_LAGS = 2.0
 
 
@@ -89,6 +89,7 @@ class SlowdownPolicy:
         self.name = name
         self._model: LevelModel | None = None
         self._released: dict[str, float] = {}  # instance -> when it is terminated
+        self._guessing_since: float | None = None  # first of the decisions in a row under the speculation cap
 
     def reconfigure(self, steering: SteeringConfig) -> None:
         self.config = steering
@@ -116,7 +117,7 @@ class SlowdownPolicy:
         full = model.full_pool(state, prediction, dispatch, config.max_instances * config.slots_per_instance, now)
         deadline = origin + config.target_slowdown * full
         cap = self._speculation_cap(state, prediction, levels)
-        keep_at_most = cap if cap is not None and self._long_guess(state, prediction, now) else None
+        keep_at_most = cap if self._guessed_for(now, cap) >= GUESS_KEPT_LAGS * config.interval_s else None
         best, choices = self._choices(now, levels, pool, leaving, restart, dispatch, deadline, keep_at_most)
         floor = 0
         if best.end > deadline:  # late whatever it does: at least a slot for every task still there at the next boot
@@ -291,20 +292,23 @@ class SlowdownPolicy:
             return None
         return math.ceil(float(levels.tasks[0]) / self.config.slots_per_instance)
 
-    def _long_guess(self, state: RunState, prediction: Prediction, now: float) -> bool:
-        """Whether a running pool task predicted only from a prior has run for ``GUESS_KEPT_LAGS`` launch lags.
+    def _guessed_for(self, now: float, cap: int | None) -> float:
+        """How long the speculation cap has been in force, decision after decision (0 when it is not).
 
-        Then the speculation cap bounds the instances kept too, not only the
-        ones launched: a pool kept idle for the levels behind such a task (a
-        serial Montage ``mBgModel``) bets unit after unit on a guess that has
-        already been wrong, where a launch when it ends costs one lag. A guess
-        younger than that is kept for: at K = 1 such tasks end within seconds,
-        and letting the pool go there cost both time and units.
+        Past ``GUESS_KEPT_LAGS`` launch lags the cap bounds the instances kept
+        too, not only the ones launched: a pool kept idle for the levels
+        behind guessed tasks (legacy Montage's serial ``mConcatFit`` then
+        ``mBgModel``) bets unit after unit on guesses that keep being wrong,
+        where a launch when they end costs one lag. A shorter wait is kept
+        for: at K = 1 such tasks end within seconds, and letting the pool go
+        there cost both time and units.
         """
-        running = (state.status == RUNNING_TASK) & state.workflow.on_pool
-        guessed = running & ~np.isin(prediction.policy, list(MEASURED))
-        started = state.start_time[guessed]
-        return bool(np.any(now - started[~np.isnan(started)] >= GUESS_KEPT_LAGS * self.config.interval_s))
+        if cap is None:
+            self._guessing_since = None
+            return 0.0
+        if self._guessing_since is None:
+            self._guessing_since = now
+        return now - self._guessing_since
 
     @staticmethod
     def _blind(state: RunState, prediction: Prediction) -> bool:
