@@ -22,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -240,6 +241,23 @@ def test_deep_nesting_in_workflow_yml_is_an_input_error_not_a_recursion_error(tm
     path.write_text("jobs:\n- id: " + "[" * 3000 + "]" * 3000 + "\n")
     with pytest.raises(InputError, match="nested more than 200 levels deep"):
         read_abstract_workflow(path)
+
+
+def test_the_yaml_librarys_own_depth_refusal_reads_as_ours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """libyaml 0.2.6 refuses flow nesting past 1,000 while scanning ahead; older ones do not, so a stand-in."""
+    import yaml
+
+    from wire_daemon.monitor import yamlio
+
+    def refusing(text: str, Loader: object) -> Iterator[object]:
+        yield yaml.StreamStartEvent()
+        mark = yaml.Mark("<unicode string>", 0, 2, 7, None, None)
+        raise yaml.scanner.ScannerError("while increasing flow level", mark, "exceeded maximum nesting depth", mark)
+
+    monkeypatch.setattr(yamlio.yaml, "parse", refusing)
+    with pytest.raises(InputError, match=r"nested more than 200 levels deep") as caught:
+        yamlio.load_yaml_text("a: " + "[" * 60 + "]" * 60, "deep.yml", first_line=10)
+    assert str(caught.value).startswith("deep.yml:12: ")
 
 
 def test_a_file_size_too_large_for_the_workflow_arrays_is_a_warning(tmp_path: Path) -> None:

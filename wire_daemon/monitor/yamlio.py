@@ -95,14 +95,25 @@ def _check_depth(text: str, source: str, first_line: int) -> None:
     if text.count("[") + text.count("{") < _CHEAP and not _DEEP_INDENT.search(text) and not _COMPACT.search(text):
         return
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                where = str(event.start_mark.line + first_line) if event.start_mark is not None else None
-                raise InputError(source, f"nested more than {MAX_DEPTH} levels deep; not read", where)
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    where = str(event.start_mark.line + first_line) if event.start_mark is not None else None
+                    raise _too_deep(source, where)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        # libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses flow nesting past 1,000 itself, while its scanner
+        # reads ahead of the events counted here: the same refusal, in this module's words.
+        if "nesting depth" not in _describe(exc):
+            raise
+        raise _too_deep(source, _line(exc, first_line)) from None
+
+
+def _too_deep(source: str, where: str | None) -> InputError:
+    return InputError(source, f"nested more than {MAX_DEPTH} levels deep; not read", where)
 
 
 def _check_expansion(data: Any, source: str, first_line: int) -> None:
