@@ -20,21 +20,11 @@ from wire_daemon.runtime.control import ControlledPolicy, PoolControl
 from wire_daemon.runtime.settings import load_settings
 from wire_daemon.service.daemon import Daemon
 
+from .emulated_config import emulated_config
+
 
 def _config(tmp_path: Path, extra: str = "") -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(
-        f"""
-policy: wire
-site: {{kind: emulated, speedup: 1000000}}
-emulation: {{time_scale: 20}}
-steering: {{charging_unit_s: 900}}
-state_path: {tmp_path / "state.sqlite"}
-log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
-{extra}
-"""
-    )
-    return path
+    return emulated_config(tmp_path, extra=f"policy: wire\n{extra}")
 
 
 class Stepper:

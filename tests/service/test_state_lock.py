@@ -14,21 +14,13 @@ import pytest
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.store import StateLock, StateStore
 
+from .emulated_config import emulated_config
+
 CLI = [sys.executable, "-m", "wire_daemon.cli.main"]
 
 
-def _config(tmp_path: Path, speedup: float = 90.0) -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(
-        f"""
-site: {{kind: emulated, speedup: {speedup}}}
-emulation: {{time_scale: 20}}
-steering: {{charging_unit_s: 900}}
-state_path: {tmp_path / "state.sqlite"}
-log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
-"""
-    )
-    return path
+def _config(tmp_path: Path) -> Path:
+    return emulated_config(tmp_path, speedup=90.0)
 
 
 def _start(config: Path) -> subprocess.Popen:
