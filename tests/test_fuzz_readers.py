@@ -61,7 +61,7 @@ from wire_daemon.monitor.jobstate import MAX_TIME, JobstateMapper, JobstateReade
 from wire_daemon.monitor.kickstart import read_kickstart
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_file import parse_submit_file
-from wire_lab.chaos.mutations import mangled_bytes
+from wire_lab.chaos.mutations import mangled_bytes, value_slots
 
 DATA = Path(__file__).resolve().parent / "data"
 FIXTURES = DATA / "fixtures"
@@ -486,24 +486,11 @@ HOSTILE_VALUES: list[Any] = [
 ]
 
 
-def _slots(doc: Any) -> list[tuple[Any, Any]]:
-    """Every (container, key) of a parsed document: the places a value can be replaced."""
-    slots: list[tuple[Any, Any]] = []
-    stack = [doc]
-    while stack:
-        node = stack.pop()
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        for key, value in items:
-            slots.append((node, key))
-            stack.append(value)
-    return slots
-
-
 @st.composite
 def restructured(draw: st.DrawFn, reader: Reader) -> bytes:
     """A parsed seed with one to three values replaced by hostile ones, written back."""
     doc = copy.deepcopy(draw(st.sampled_from(_DOCS[reader.name])))
-    slots = _slots(doc)
+    slots = value_slots(doc)
     for _ in range(draw(st.integers(1, 3))):
         if slots:
             container, key = draw(st.sampled_from(slots))

@@ -39,7 +39,7 @@ import yaml
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from wire_lab.chaos.mutations import mangled_bytes
+from wire_lab.chaos.mutations import mangled_bytes, value_slots
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -170,23 +170,11 @@ def random_yaml(draw: st.DrawFn) -> bytes:
     return yaml.safe_dump(doc, allow_unicode=True).encode("utf-8", "surrogatepass")
 
 
-def _slots(doc: Any) -> list[tuple[Any, Any]]:
-    out: list[tuple[Any, Any]] = []
-    stack = [doc]
-    while stack:
-        node = stack.pop()
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        for key, value in items:
-            out.append((node, key))
-            stack.append(value)
-    return out
-
-
 @st.composite
 def mutated_config(draw: st.DrawFn, docs: list[Any]) -> bytes:
     doc = copy.deepcopy(draw(st.sampled_from(docs)))
     for _ in range(draw(st.integers(1, 3))):
-        slots = _slots(doc)
+        slots = value_slots(doc)
         container, key = draw(st.sampled_from(slots))
         if isinstance(container, dict) and draw(st.booleans()):
             container[draw(st.sampled_from(KEYS))] = copy.deepcopy(draw(st.sampled_from(HOSTILE)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -27,3 +28,16 @@ def mangled_bytes(draw: st.DrawFn, seeds: Sequence[bytes], junk: Sequence[bytes]
         else:
             del data[at:]
     return bytes(data)
+
+
+def value_slots(doc: Any) -> list[tuple[Any, Any]]:
+    """Every (container, key) of a parsed document: the places a value can be replaced."""
+    slots: list[tuple[Any, Any]] = []
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            slots.append((node, key))
+            stack.append(value)
+    return slots
