@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.traces import load_trace
 from wire_daemon.plan.makespan import LevelModel, PoolMember, Slots, plan_instances, top_down_levels
-from wire_daemon.plan.slowdown import SlowdownPolicy, _Choice
+from wire_daemon.plan.slowdown import SlowdownPolicy, _best, _Choice
 from wire_daemon.ports.prediction import (
     POLICY_PRIOR_TRANSFORMATION,
     POLICY_PRIOR_WORKFLOW,
@@ -287,6 +288,43 @@ def test_a_looser_target_never_asks_for_a_bigger_pool(u):
         assert any(e.size == plan.decision.planned for e in plan.estimates)
     assert sizes == sorted(sizes, reverse=True)
     assert sizes[0] == 12 and sizes[-1] < 12  # 196 ten-minute tasks: fast means the whole site
+
+
+def _decide_wide(target: float, began: float) -> tuple[int, str]:
+    """The pool size and the rule, at 700 s into the wide workflow begun at ``began``."""
+    wf, state = _wide_state()
+    state.first_event_time = began
+    steering = SteeringConfig(charging_unit_s=60.0, target_slowdown=target)
+    policy = SlowdownPolicy(DistributionPredictor(wf, PredictionConfig()), DispatchLearner(wf, 2.0), steering)
+    decision = policy.plan(700.0, state, [Instance("i-1", -180.0, 4, RUNNING)], state.idle_in_queue_order()).decision
+    return decision.target, decision.rule
+
+
+def _seconds_to_deadline(rule: str) -> float:
+    match = re.search(r"deadline in (\d+) s", rule)
+    assert match, rule
+    return float(match.group(1))
+
+
+def test_above_target_1_the_deadline_is_a_share_of_the_time_left_whatever_the_run_lost_so_far():
+    # At target 1 the deadline is the full pool's end from the start: a run begun 3,000 s earlier is late.
+    assert "deadline in" in _decide_wide(1.0, 0.0)[1]
+    assert "deadline passed" in _decide_wide(1.0, -3000.0)[1]
+    on_time = {t: _decide_wide(t, 0.0) for t in (1.5, 2.0)}
+    late = {t: _decide_wide(t, -3000.0) for t in (1.5, 2.0)}
+    assert on_time == late  # above 1, neither made up for nor spent again
+    # The same fastest remaining time, shared out by the target.
+    ratio = _seconds_to_deadline(on_time[2.0][1]) / _seconds_to_deadline(on_time[1.5][1])
+    assert ratio == pytest.approx(2.0 / 1.5, rel=1e-3)
+
+
+def test_of_equally_cheap_choices_a_target_above_1_launches_fewest():
+    launch_more = _Choice(size=9, end=1000.0, cost=10, launch=4, release=())
+    launch_later = _Choice(size=8, end=1100.0, cost=10, launch=1, release=())
+    assert _best([launch_more, launch_later], deadline=2000.0, price=0.2, target=1.0) is launch_more
+    assert _best([launch_more, launch_later], deadline=2000.0, price=0.2, target=1.5) is launch_later
+    # Lateness still counts: past the deadline the faster one is cheaper.
+    assert _best([launch_more, launch_later], deadline=1000.0, price=0.2, target=1.5) is launch_more
 
 
 def test_the_target_is_validated():

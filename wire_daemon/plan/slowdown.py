@@ -12,10 +12,12 @@ start) would take. Every interval the policy
    end and how many units it would still pay: launch k instances now; launch
    k at the next decision instead; or let j of the instances whose paid unit
    ends before the next decision go;
-3. sets the deadline to ``target_slowdown`` x the full-pool makespan, or to the
-   fastest choice's end when no choice meets it, and takes the cheapest choice
-   that ends by the deadline (the faster of equally cheap ones, and among
-   those the one that launches least or latest).
+3. sets the deadline: at target 1, the full-pool makespan; above it, from
+   now, ``target_slowdown`` x the time the fastest choice still needs. It
+   takes the cheapest choice that ends by the deadline, counting lateness
+   past it at the full pool's price. Of equally cheap choices it takes the
+   faster at target 1; above it, the one that launches fewest instances now
+   (a launch commits money on estimates), then the faster.
 
 Already-paid units are free: an instance is only ever let go when its paid
 unit is about to end (drained at once, terminated ``release_guard_s`` before
@@ -38,7 +40,7 @@ size and one instance either side.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -75,6 +77,21 @@ class _Choice:
     cost: int  # units still to pay
     launch: int  # launched now
     release: tuple[str, ...]  # let go now (at the end of their paid unit)
+
+
+def _best(choices: Iterable[_Choice], deadline: float, price: float, target: float) -> _Choice:
+    """The cheapest choice, lateness past the deadline priced at ``price`` a second.
+
+    Of equally cheap choices: the faster at target 1; above it, the one that
+    launches fewest instances now (a launch commits money on estimates), then
+    the faster.
+    """
+
+    def score(c: _Choice) -> tuple[float, ...]:
+        late = c.cost + price * max(c.end - deadline, 0.0)
+        return (late, c.launch, c.end, c.size) if target > 1.0 else (late, c.end, c.size)
+
+    return min(choices, key=score)
 
 
 class SlowdownPolicy:
@@ -115,10 +132,11 @@ class SlowdownPolicy:
         levels = model.remaining(state, prediction, dispatch)
         origin = state.first_event_time if state.first_event_time is not None else 0.0
         full = model.full_pool(state, prediction, dispatch, config.max_instances * config.slots_per_instance, now)
-        deadline = origin + config.target_slowdown * full
         cap = self._speculation_cap(state, prediction, levels)
         keep_at_most = cap if self._guessed_for(now, cap) >= GUESS_KEPT_LAGS * config.interval_s else None
-        best, choices = self._choices(now, levels, pool, leaving, restart, dispatch, deadline, keep_at_most)
+        best, choices, deadline = self._choices(
+            now, levels, pool, leaving, restart, dispatch, origin + full, keep_at_most
+        )
         floor = 0
         if best.end > deadline:  # late whatever it does: at least a slot for every task still there at the next boot
             floor = self._reactive_floor(levels, pool, self._blind(state, prediction))
@@ -161,10 +179,10 @@ class SlowdownPolicy:
         leaving: Sequence[Instance],
         restart: dict[str, float],
         dispatch: DispatchEstimate,
-        deadline: float,
+        full_pool_end: float,
         keep_at_most: int | None = None,
-    ) -> tuple[_Choice, list[_Choice]]:
-        """The best pool size, and every size looked at: at most that many instances for any level.
+    ) -> tuple[_Choice, list[_Choice], float]:
+        """The best pool size, every size looked at (at most that many instances for any level), and the deadline.
 
         Every size up to 12 above the smallest is looked at, then sizes about
         15 % apart, then every size within 3 of the best of those: a few
@@ -199,21 +217,36 @@ class SlowdownPolicy:
                 seen[size] = _Choice(size, schedule.end, plan.cost_units, plan.launch_now, plan.release_now)
             return seen[size]
 
-        def score(c: _Choice) -> tuple[float, float, int]:
-            return (c.cost + price * max(c.end - deadline, 0.0), c.end, c.size)
-
         size = low
         while size <= high:
             look(size)
             size = size + 1 if size < low + 12 else max(size + 1, int(size * 1.15))
         look(high)
         look(min(max(len(kept), low), high))
-        best = min(seen.values(), key=score)
+        deadline = self._deadline(now, full_pool_end, min(c.end for c in seen.values()))
+        best = _best(seen.values(), deadline, price, config.target_slowdown)
         for around in range(best.size - 3, best.size + 4):
             if low <= around <= high:
                 look(around)
-        best = min(seen.values(), key=score)
-        return best, [seen[k] for k in sorted(seen)]
+        best = _best(seen.values(), deadline, price, config.target_slowdown)
+        return best, [seen[k] for k in sorted(seen)], deadline
+
+    def _deadline(self, now: float, full_pool_end: float, fastest_end: float) -> float:
+        """When the workflow should end: the full pool's estimated end at target 1, above it a share of what is left.
+
+        At a target above 1 the slack is a share of the remaining time of the
+        fastest choice, re-estimated at each decision, not of the full pool's
+        estimate from the start: that estimate starts near zero (nothing is
+        measured at the first decisions) and grows many times over, so the
+        slack it gives swings with each correction, least when the pool is
+        first sized. A ratio of remaining times keeps its meaning when every
+        prediction is off by the same factor, and what the run lost so far is
+        neither made up for nor spent again.
+        """
+        target = self.config.target_slowdown
+        if target <= 1.0 or not math.isfinite(fastest_end):  # no choice ends: nothing to share out
+            return full_pool_end
+        return now + target * max(fastest_end - now, 0.0)
 
     def _restart_limit(self) -> float:
         """The work an instance's release may sink: none when a unit spans several decisions.
