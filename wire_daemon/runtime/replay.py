@@ -33,10 +33,11 @@ from wire_daemon.core.errors import WireError
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.site import EmulatedSite
-from wire_daemon.loop.mape import DecisionRecord, MapeLoop
+from wire_daemon.loop.mape import DecisionRecord
 from wire_daemon.loop.schedule import iteration_times, release_until
 from wire_daemon.ports.prediction import Prediction
-from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, make_policy, shape_aware
+from wire_daemon.runtime.assembly import LoopOptions, World, assemble_loop
+from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs
 
 MAX_ITERATIONS = 1_000_000
 SHORT_STAGE_S = 10.0
@@ -117,10 +118,15 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     site = EmulatedSite(workflow, emulation, steering.slots_per_instance, steering.billing, steering.instance_types)
     state = RunState(workflow)
     truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
-    policy = make_policy(policy_name, PolicyInputs(state, steering, config.prediction, config.pfa, truth))
-    policy = shape_aware(policy, steering, steering.instance_memory_mib or emulation.instance_memory_mib, site)
     sizer = _rightsizer(workflow, config, site)
-    loop = MapeLoop(state, site, site, site, policy, steering, boost=boost, memory=sizer)
+    loop = assemble_loop(
+        policy_name,
+        PolicyInputs(state, steering, config.prediction, config.pfa, truth),
+        World(site, site, site),
+        steering.instance_memory_mib or emulation.instance_memory_mib,
+        site,
+        LoopOptions(memory=sizer, boost=boost),
+    )
     tracker = _PredictionTracker(workflow.n_tasks)
     records: list[DecisionRecord] = []
     times = iteration_times(0.0, steering.interval_s)

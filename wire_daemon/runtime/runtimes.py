@@ -12,9 +12,10 @@ one it has.
   stand-in). It runs until stopped; with no workflow it is an empty DAG, and
   the steering policy lets the pool go as its charging units end.
 
-Both wrap their scaling policy in ``ControlledPolicy`` (``runtime.control``),
-so the operator's pause / hold / drain-all / terminate-all apply to either,
-and both tell the service which workflows they follow (``workflows``).
+Both build their loop with ``runtime.assembly``, which wraps the scaling
+policy in ``ControlledPolicy`` (``runtime.control``), so the operator's
+pause / hold / drain-all / terminate-all apply to either, and both tell the
+service which workflows they follow (``workflows``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.store import StateStore
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
-from wire_daemon.execute.condor_control import HTCondorControl, LoggedCondorControl, queued_job_id
+from wire_daemon.execute.condor_control import LoggedCondorControl
 from wire_daemon.execute.guarded_cloud import GuardedCloud
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.monitor.combine import split_task_id
@@ -46,10 +47,12 @@ from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations, TrackedWorkflow
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
 from wire_daemon.ports import Cloud
+from wire_daemon.ports.condor import SubmitHostCondor
 from wire_daemon.ports.memory import MemoryControl
+from wire_daemon.runtime.assembly import LoopOptions, World, assemble_loop
 from wire_daemon.runtime.builders import build_condor_control, build_driver
-from wire_daemon.runtime.control import ControlledPolicy, PoolControl
-from wire_daemon.runtime.policies import PolicyInputs, make_policy, shape_aware
+from wire_daemon.runtime.control import PoolControl
+from wire_daemon.runtime.policies import PolicyInputs
 from wire_daemon.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -117,25 +120,18 @@ class EmulatedRuntime:
         state = RunState(workflow)
         site = self.site
         truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
-        lifecycle = Lifecycle()
         memory_mib = s.steering.instance_memory_mib or s.emulation.instance_memory_mib
-        policy = ControlledPolicy(
-            shape_aware(
-                make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa, truth)),
-                s.steering,
-                memory_mib,
-                site,
-            ),
-            self.control,
-            lifecycle,
-            s.steering,
-        )
         sizer = None
         if site.memory_on:  # a trace site with memory: the cap is the instance's
             cap = min(s.memory.max_request_mib or s.emulation.instance_memory_mib, s.emulation.instance_memory_mib)
             sizer = memory_sizer(s, state, site, cap)
-        self.loop = MapeLoop(
-            state, site, site, site, policy, s.steering, journal=journal, lifecycle=lifecycle, memory=sizer
+        self.loop = assemble_loop(
+            s.policy,
+            PolicyInputs(state, s.steering, s.prediction, s.pfa, truth),
+            World(site, site, site),
+            memory_mib,
+            site,
+            LoopOptions(self.control, journal=journal, memory=sizer),
         )
 
     def now(self) -> float:
@@ -225,13 +221,12 @@ class SubmitHostRuntime:
 
     # -- composition ------------------------------------------------------------
 
-    def _condor_control(self) -> HTCondorControl | LoggedCondorControl:
+    def _condor_control(self) -> SubmitHostCondor:
         if self.settings.condor.control == "off":
             return LoggedCondorControl()
         return build_condor_control(self.settings, self._job_id_of)
 
     def _guarded_cloud(self, driver: Cloud) -> GuardedCloud:
-        real = self.condor if isinstance(self.condor, HTCondorControl) else None
         return GuardedCloud(
             driver,
             self.store,
@@ -239,8 +234,8 @@ class SubmitHostRuntime:
             self.settings.steering.billing,
             self.clock,
             journal=self.journal,
-            joined=real.has_joined if real else None,
-            holds_claims=real.holds_claims if real else None,
+            joined=self.condor.has_joined,
+            holds_claims=self.condor.holds_claims,
             prices={t.name: t.price for t in self.settings.steering.instance_types},
         )
 
@@ -257,32 +252,18 @@ class SubmitHostRuntime:
         for event in self.observations.history():
             state.apply(event)
         sizer = memory_sizer(s, state, self.condor, s.memory.max_request_mib)
-        # Requests are known only through the rightsizer, which reads them: without it the plan counts cores.
-        policy = ControlledPolicy(
-            shape_aware(
-                make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa)),
-                s.steering,
-                s.steering.instance_memory_mib,
-                sizer,
-            ),
-            self.control,
-            self.lifecycle,
-            s.steering,
-        )
-        real = self.condor if isinstance(self.condor, HTCondorControl) else None
         if sizer is not None:  # a rebuilt loop keeps what the finished tasks taught
             sizer.learn(self.observations.history())
-        loop = MapeLoop(
-            state,
-            self.observations,
-            self.cloud,
-            self.condor,
-            policy,
-            s.steering,
-            journal=self.journal,
-            lifecycle=self.lifecycle,
-            joined=real.has_joined if real else None,
-            memory=sizer,
+        # Requests are known only through the rightsizer, which reads them: without it the plan counts cores.
+        loop = assemble_loop(
+            s.policy,
+            PolicyInputs(state, s.steering, s.prediction, s.pfa),
+            World(self.observations, self.cloud, self.condor),
+            s.steering.instance_memory_mib,
+            sizer,
+            LoopOptions(
+                self.control, self.lifecycle, journal=self.journal, joined=self.condor.has_joined, memory=sizer
+            ),
         )
         if previous is not None:
             loop.pending_releases = previous.pending_releases
@@ -292,12 +273,12 @@ class SubmitHostRuntime:
 
     def _job_id_of(self, task_id: str) -> str | None:
         found = self.observations.locate(task_id)
-        if found is None or not isinstance(self.condor, HTCondorControl):
+        if found is None:
             return None
         tracked, node = found
         if tracked.wf_uuid is None:
             return None
-        return queued_job_id(self.condor.schedd, tracked.wf_uuid, node)
+        return self.condor.queued_job_id(tracked.wf_uuid, node)
 
     # -- the runtime ------------------------------------------------------------
 
@@ -317,15 +298,13 @@ class SubmitHostRuntime:
         for instance in self.cloud.list_instances():  # before reading: a new worker's first job resolves
             if instance.address:
                 self.hosts.add(instance.instance_id, instance.address)
-        if isinstance(self.condor, HTCondorControl):  # the startd's own address, whatever the cloud reports
-            for instance_id, address in self.condor.worker_addresses().items():
-                self.hosts.add(instance_id, address)
+        for instance_id, address in self.condor.worker_addresses().items():  # the startd's own, whatever the cloud says
+            self.hosts.add(instance_id, address)
         before = dict(self.observations.tracked)
         if self.observations.refresh():
             self._note_finished(before)
             self.loop = self._new_loop(previous=self.loop)
-        if isinstance(self.condor, HTCondorControl):
-            self.condor.sync()
+        self.condor.sync()
 
     def _note_finished(self, before: dict[str, TrackedWorkflow]) -> None:
         """Keep a line for each workflow DAGMan finished, for status: the monitor forgets them at once."""
@@ -355,8 +334,7 @@ class SubmitHostRuntime:
 
     def flush_notes(self) -> None:
         notes = self.observations.problems.take_new()
-        if isinstance(self.condor, LoggedCondorControl):
-            notes += _summarised(self.condor.take_notes())
+        notes += _summarised(self.condor.take_notes())
         for line in notes:
             self.journal.publish(Notice(line))
 

@@ -1,0 +1,107 @@
+"""One assembly for every loop: replay and both runtimes wrap the policy the same way."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from wire_daemon.core.config import ReplayConfig, SteeringConfig
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.journal import Journal
+from wire_daemon.core.store import StateStore
+from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
+from wire_daemon.execute.guarded_cloud import SafetyConfig
+from wire_daemon.loop.mape import MapeLoop
+from wire_daemon.plan.baselines import PureReactivePolicy
+from wire_daemon.plan.shapes import ShapedPolicy
+from wire_daemon.runtime import assembly, policies, replay, runtimes
+from wire_daemon.runtime.control import ControlledPolicy, PoolControl
+from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings
+
+EPOCH = 1_700_000_000.0
+
+
+class NoCloud:
+    slots_per_instance = 4
+
+    def list_instances(self, include_unusable: bool = False) -> list[Instance]:
+        return []
+
+    def find_request(self, request_id: str) -> list[Instance]:
+        return []
+
+    def launch(self, count: int, request_id: str | None = None, user_data: str | None = None) -> list[Instance]:
+        return []
+
+    def terminate(self, instance_ids) -> list[str]:
+        return []
+
+
+def _chain(loop: MapeLoop) -> list[type]:
+    """The policy's decorators, outermost first, down to the policy itself."""
+    chain, policy = [], loop.policy
+    while True:
+        chain.append(type(policy))
+        if not hasattr(policy, "inner"):
+            return chain
+        policy = policy.inner
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """Every loop assembled while the test runs, whichever module asked for it."""
+    loops: list[MapeLoop] = []
+
+    def spy(*args, **kwargs):
+        loop = assembly.assemble_loop(*args, **kwargs)
+        loops.append(loop)
+        return loop
+
+    monkeypatch.setattr(runtimes, "assemble_loop", spy)
+    monkeypatch.setattr(replay, "assemble_loop", spy)
+    return loops
+
+
+def _workflow() -> Workflow:
+    return build_workflow("tiny", "tiny.json", [TaskSpec(f"T{i}", "t", runtime_s=30.0) for i in range(6)])
+
+
+def test_replay_and_both_runtimes_wrap_the_policy_the_same_way(built, tmp_path):
+    steering = SteeringConfig(min_instances=0, max_instances=3, instance_memory_mib=4096.0)
+    replay.replay(_workflow(), "pure-reactive", ReplayConfig(steering=steering))
+    emulated = Settings(policy="pure-reactive", steering=steering, site=SiteSettings(speedup=1e6)).validate()
+    runtimes.EmulatedRuntime(emulated, Journal())
+    condor = replace(
+        emulated,
+        site=SiteSettings(kind="condor", submit_root=str(tmp_path / "submit")),
+        cloud=CloudSettings(kind="ec2"),
+        condor=CondorSettings(control="off", settle_s=0.0),
+        safety=SafetyConfig(),
+    ).validate()
+    store = StateStore(tmp_path / "state.sqlite")
+    runtimes.SubmitHostRuntime(condor, store, Journal(), driver=NoCloud(), clock=lambda: EPOCH)
+    store.close()
+
+    assert len(built) == 3
+    assert {tuple(_chain(loop)) for loop in built} == {(ControlledPolicy, ShapedPolicy, PureReactivePolicy)}
+
+
+def test_without_memory_or_types_the_chain_has_no_shape_step(built):
+    replay.replay(_workflow(), "pure-reactive", ReplayConfig(steering=SteeringConfig(max_instances=3)))
+    assert _chain(built[0]) == [ControlledPolicy, PureReactivePolicy]
+
+
+def test_the_operator_s_mode_reaches_the_assembled_loop():
+    """The options carry the runtime's PoolControl and lifecycle into the policy the loop runs."""
+    workflow = _workflow()
+    config = ReplayConfig(steering=SteeringConfig(min_instances=0, max_instances=3))
+    site = replay.EmulatedSite(workflow, config.emulation, 4, config.steering.billing)
+    control = PoolControl()
+    control.apply("pause")
+    inputs = policies.PolicyInputs(replay.RunState(workflow), config.steering)
+    options = assembly.LoopOptions(control)
+    loop = assembly.assemble_loop("pure-reactive", inputs, assembly.World(site, site, site), 0.0, site, options)
+    assert loop.lifecycle is options.lifecycle is loop.policy.lifecycle
+    record = loop.iterate(0.0)
+    assert record.launched == [] and "paused by the operator" in record.rule
