@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from wire_daemon.core.config import ReplayConfig, SteeringConfig
+from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
+from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal
 from wire_daemon.core.store import StateStore
@@ -105,3 +106,42 @@ def test_the_operator_s_mode_reaches_the_assembled_loop():
     assert loop.lifecycle is options.lifecycle is loop.policy.lifecycle
     record = loop.iterate(0.0)
     assert record.launched == [] and "paused by the operator" in record.rule
+
+
+def _first_pool(monkeypatch, name: str) -> int:
+    seen: list[int] = []
+    real = replay.EmulatedSite
+
+    def site(*args, **kwargs):
+        made = real(*args, **kwargs)
+        seen.append(len(made.list_instances()))
+        return made
+
+    monkeypatch.setattr(replay, "EmulatedSite", site)
+    config = ReplayConfig(steering=SteeringConfig(max_instances=3), emulation=EmulationConfig(initial_instances=1))
+    replay.replay(_workflow(), name, config)
+    monkeypatch.setattr(replay, "EmulatedSite", real)
+    return seen[0]
+
+
+def test_a_static_pool_is_what_a_policy_declares_not_its_name(monkeypatch):
+    assert _first_pool(monkeypatch, "pure-reactive") == 1  # the emulation's initial pool
+    assert _first_pool(monkeypatch, replay.REFERENCE_POLICY) == 3  # full-site declares a static pool
+    static = policies.PolicyEntry(lambda i: PureReactivePolicy(i.steering), static_pool=True)
+    monkeypatch.setitem(policies.POLICIES, "test-static", static)
+    assert _first_pool(monkeypatch, "test-static") == 3
+
+
+def test_an_unknown_policy_is_one_config_error():
+    with pytest.raises(ConfigError, match="unknown policy 'nope'; choose one of wire, full-site"):
+        policies.policy_entry("nope")
+
+
+def test_compare_measures_relative_time_against_the_reference_policy():
+    config = ReplayConfig(steering=SteeringConfig(max_instances=3))
+    results = replay.compare(_workflow(), config, ("pure-reactive",))
+    assert list(results) == ["pure-reactive"]  # the reference runs, but only what was asked is returned
+    reference = replay.replay(_workflow(), replay.REFERENCE_POLICY, config)
+    assert results["pure-reactive"].relative_time == pytest.approx(
+        results["pure-reactive"].makespan_s / reference.makespan_s
+    )

@@ -2,7 +2,10 @@
 
 Building a policy is composition: WIRE needs a predictor (``analyze``) and a
 planner (``plan``), two phases that do not know each other. A new policy is a
-module in ``plan/`` plus one entry in ``POLICIES``.
+module in ``plan/`` plus one entry in ``POLICIES``; the entry also carries what
+the policy declares to whoever runs it (``PolicyEntry``), so no caller tests a
+policy's name. The runtimes and the replay wrap what ``make_policy`` builds in
+one place (``runtime.assembly``).
 """
 
 from __future__ import annotations
@@ -56,14 +59,24 @@ def _target_slowdown(inputs: PolicyInputs) -> ScalingPolicy:
     return SlowdownPolicy(predictor, DispatchLearner(workflow, inputs.prediction.dispatch_prior_s), inputs.steering)
 
 
-POLICIES: dict[str, Callable[[PolicyInputs], ScalingPolicy]] = {
-    "wire": _wire,
-    "full-site": lambda i: FullSitePolicy(i.steering),
-    "pure-reactive": lambda i: PureReactivePolicy(i.steering),
-    "reactive-conserving": lambda i: ReactiveConservingPolicy(i.steering),
-    "pfa": lambda i: PFAPolicy(i.state.workflow, i.steering, i.pfa),
-    "oracle": _oracle,
-    "target-slowdown": _target_slowdown,
+@dataclass(frozen=True)
+class PolicyEntry:
+    """How a policy is built, and what it declares about itself to whoever runs it."""
+
+    build: Callable[[PolicyInputs], ScalingPolicy]
+    # Its pool is max_instances from the first moment: a world that can start with a pool up (the replay's
+    # emulated site) starts with this one, rather than the first decision launching it and waiting for boots.
+    static_pool: bool = False
+
+
+POLICIES: dict[str, PolicyEntry] = {
+    "wire": PolicyEntry(_wire),
+    "full-site": PolicyEntry(lambda i: FullSitePolicy(i.steering), static_pool=True),
+    "pure-reactive": PolicyEntry(lambda i: PureReactivePolicy(i.steering)),
+    "reactive-conserving": PolicyEntry(lambda i: ReactiveConservingPolicy(i.steering)),
+    "pfa": PolicyEntry(lambda i: PFAPolicy(i.state.workflow, i.steering, i.pfa)),
+    "oracle": PolicyEntry(_oracle),
+    "target-slowdown": PolicyEntry(_target_slowdown),
 }
 POLICY_NAMES = tuple(POLICIES)
 # What `wire-daemon run` and `replay --policy` use unless told otherwise. `wire`
@@ -71,11 +84,15 @@ POLICY_NAMES = tuple(POLICIES)
 DEFAULT_POLICY = "target-slowdown"
 
 
-def make_policy(name: str, inputs: PolicyInputs) -> ScalingPolicy:
-    build = POLICIES.get(name)
-    if build is None:
+def policy_entry(name: str) -> PolicyEntry:
+    entry = POLICIES.get(name)
+    if entry is None:
         raise ConfigError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
-    return build(inputs)
+    return entry
+
+
+def make_policy(name: str, inputs: PolicyInputs) -> ScalingPolicy:
+    return policy_entry(name).build(inputs)
 
 
 def shape_aware(
