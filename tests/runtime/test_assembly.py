@@ -17,6 +17,7 @@ from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.plan.baselines import PureReactivePolicy
 from wire_daemon.plan.shapes import ShapedPolicy
 from wire_daemon.runtime import assembly, policies, replay, runtimes
+from wire_daemon.runtime import settings as settings_module
 from wire_daemon.runtime.control import ControlledPolicy, PoolControl
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings
 
@@ -145,3 +146,15 @@ def test_compare_measures_relative_time_against_the_reference_policy():
     assert results["pure-reactive"].relative_time == pytest.approx(
         results["pure-reactive"].makespan_s / reference.makespan_s
     )
+
+
+def test_a_policy_that_reads_the_true_times_is_refused_off_the_emulated_site_by_what_it_declares(monkeypatch):
+    truthful = policies.PolicyEntry(lambda i: PureReactivePolicy(i.steering), needs_truth=True)
+    monkeypatch.setitem(policies.POLICIES, "test-truth", truthful)
+    monkeypatch.setattr(settings_module, "POLICY_NAMES", (*policies.POLICY_NAMES, "test-truth"))
+    condor = Settings(
+        policy="test-truth", site=SiteSettings(kind="condor", submit_root="/x"), cloud=CloudSettings(kind="ec2")
+    )
+    with pytest.raises(ConfigError, match="policy test-truth needs the true task times: only the emulated site"):
+        condor.validate()
+    assert Settings(policy="test-truth").validate().policy == "test-truth"  # the emulated site has them

@@ -67,6 +67,8 @@ class PolicyEntry:
     # Its pool is max_instances from the first moment: a world that can start with a pool up (the replay's
     # emulated site) starts with this one, rather than the first decision launching it and waiting for boots.
     static_pool: bool = False
+    # It reads the world's true task times (PolicyInputs.truth), which only an emulated site knows.
+    needs_truth: bool = False
 
 
 POLICIES: dict[str, PolicyEntry] = {
@@ -75,7 +77,7 @@ POLICIES: dict[str, PolicyEntry] = {
     "pure-reactive": PolicyEntry(lambda i: PureReactivePolicy(i.steering)),
     "reactive-conserving": PolicyEntry(lambda i: ReactiveConservingPolicy(i.steering)),
     "pfa": PolicyEntry(lambda i: PFAPolicy(i.state.workflow, i.steering, i.pfa)),
-    "oracle": PolicyEntry(_oracle),
+    "oracle": PolicyEntry(_oracle, needs_truth=True),
     "target-slowdown": PolicyEntry(_target_slowdown),
 }
 POLICY_NAMES = tuple(POLICIES)
