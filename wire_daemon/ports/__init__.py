@@ -4,7 +4,8 @@ The loop only ever talks to these. A real submit host implements them with
 the submit-directory readers, a cloud SDK and the HTCondor bindings; the
 emulated site implements them over one discrete-event world in virtual time.
 The scaling-policy and predictor ports are in ``ports.policy`` and
-``ports.prediction``.
+``ports.prediction``; what a submit host's runtime asks of HTCondor beyond
+``CondorControl`` is in ``ports.condor``.
 """
 
 from __future__ import annotations
