@@ -44,7 +44,7 @@ class World:
 
 @dataclass
 class LoopOptions:
-    """How one site runs the loop; the defaults are a replay's (no operator, no journal reader)."""
+    """How one site runs the loop; the defaults are a replay's: the mode stays auto, nobody reads the journal."""
 
     control: PoolControl = field(default_factory=PoolControl)
     lifecycle: Lifecycle = field(default_factory=Lifecycle)  # shared by the loop and the operator's control
