@@ -84,7 +84,7 @@ def test_pause_hold_resume_drain_and_terminate_through_the_state_file(tmp_path):
     assert all(r["launched"] == [] and r["released"] == [] for r in paused)
     assert all(r["rule"].startswith("paused by the operator: no change (the policy wanted") for r in paused)
     assert len(s.live()) == pool
-    assert s.daemon.status_snapshot(s.t, paused[-1])["control"]["mode"] == "paused"
+    assert s.daemon.status_snapshot(s.t, paused[-1]).control.mode == "paused"
 
     s.ask("hold", 3)
     held = s.step()
