@@ -68,13 +68,13 @@ def test_a_kill_inside_a_log_rotation_leaves_nothing_behind(tmp_path):
         "os.rename = paused\n"
         f"log = DecisionsLog(Path({str(log)!r}), 300, 2)\n"
         "for k in range(100):\n"
-        "    log.append(k, {'k': k, 'pad': 'x' * 50})\n"
+        "    log.append({'k': k, 'pad': 'x' * 50})\n"
     )
     names = sorted(p.name for p in tmp_path.iterdir())
     assert all(re.fullmatch(r"decisions\.jsonl(\.\d+)?", n) for n in names), names
     again = DecisionsLog(log, 300, 2)
     for k in range(20):
-        again.append(k, {"k": k, "pad": "x" * 50})
+        again.append({"k": k, "pad": "x" * 50})
     again.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["decisions.jsonl", "decisions.jsonl.1", "decisions.jsonl.2"]
 

@@ -160,7 +160,6 @@ class Daemon:
             Path(settings.log.decisions_path),
             settings.log.max_bytes,
             settings.log.backups,
-            self.store,
             virtual=settings.site.kind == "emulated",
         )
         self.journal.subscribe(self.decisions)
