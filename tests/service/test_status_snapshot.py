@@ -77,7 +77,7 @@ def test_an_older_snapshot_with_keys_missing_renders_with_defaults(tmp_path):
         "a_key_of_a_newer_daemon": {"x": 1},
     }
     _state_file(tmp_path, old).close()
-    report = read_status(tmp_path / "state.sqlite", now=WALL)
+    report = read_status(tmp_path / "state.sqlite")
     assert report.snapshot is not None and not report.snapshot.virtual  # an epoch time: the wall clock
     text = render_status(report, now=WALL)
     assert "mode: automatic: the scaling policy decides" in text

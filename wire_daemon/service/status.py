@@ -287,8 +287,8 @@ class StatusReport:
         return data
 
 
-def read_status(state_path: str | Path, now: float | None = None) -> StatusReport:
-    """The report from the state file alone: it works when the daemon is down, and never when it never ran."""
+def read_status(state_path: str | Path) -> StatusReport:
+    """The report from the state file alone, so it works with the daemon down; no file: it never ran."""
     path = Path(state_path)
     if not path.exists():
         return StatusReport("never ran", str(path))
@@ -302,8 +302,8 @@ def read_status(state_path: str | Path, now: float | None = None) -> StatusRepor
         store.close()
     heartbeat, stopped, started = (_dict(meta[k]) for k in ("heartbeat", "stopped", "started"))
     # A stop written after the latest start: the run that wrote it is over, whatever process has its pid now.
-    since = started.get("wall", heartbeat.get("wall", 0))
-    alive = _alive(pid) and (not stopped or (_time_or_none(since) or 0.0) > (_time_or_none(stopped.get("wall")) or 0.0))
+    started_at = _time_or_none(started.get("wall", heartbeat.get("wall"))) or 0.0
+    alive = _alive(pid) and (not stopped or started_at > (_time_or_none(stopped.get("wall")) or 0.0))
     snapshot = StatusSnapshot.from_json(meta[STATUS_KEY])
     # Fresher than the snapshot: a pause applies between iterations; the safe state is entered on a failed
     # iteration, which writes no snapshot.
@@ -326,11 +326,8 @@ def read_status(state_path: str | Path, now: float | None = None) -> StatusRepor
 
 def _ended(snapshot: StatusSnapshot | None, stopped: dict[str, Any]) -> Stopped | None:
     """The last run's end: the one its final snapshot holds, else the state file's own record of it."""
-    if snapshot is not None and snapshot.stopped is not None and stopped:
-        return snapshot.stopped
-    if stopped:
-        return _load(Stopped, stopped)
-    return snapshot.stopped if snapshot is not None else None
+    own = snapshot.stopped if snapshot is not None else None
+    return (own or _load(Stopped, stopped)) if stopped else own
 
 
 def _of(snapshot: StatusSnapshot | None, key: str) -> Any:
