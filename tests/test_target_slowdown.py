@@ -351,8 +351,9 @@ def test_a_replay_on_the_bundled_trace_records_its_estimates(tmp_path, capsys):
         if r["done"] < 103:
             sizes = [e["size"] for e in r["estimates"]]
             assert r["planned"] in sizes and all(abs(s - r["planned"]) <= 1 for s in sizes)
-            assert all(e["makespan_s"] >= r["time"] and e["cost_units"] >= 0 for e in r["estimates"])
-            assert r["full_pool_makespan_s"] > 0
+            # Seconds from the decision to the estimated end, as on a wall-clock site.
+            assert all(e["makespan_s"] >= 0 and e["cost_units"] >= 0 for e in r["estimates"])
+            assert r["time"] + r["full_pool_makespan_s"] > 0  # the full pool's end: after the workflow's start
 
 
 def test_wire_records_keep_their_old_fields_only(tmp_path):

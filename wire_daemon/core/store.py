@@ -1,11 +1,12 @@
 """The daemon's memory across restarts: one SQLite file.
 
 It holds the instances we launched, the launch requests in flight, the log
-read positions, the decisions and the operator's control requests
-(``wire-daemon pause`` and the like: written by the command, applied and
-marked by the daemon). The cloud stays the source of truth for
-which instances exist; this file remembers what the cloud cannot tell (why
-we launched, where we were reading, what we decided).
+read positions and the operator's control requests (``wire-daemon pause``
+and the like: written by the command, applied and marked by the daemon). The
+cloud stays the source of truth for which instances exist; this file
+remembers what the cloud cannot tell (why we launched, where we were
+reading). What we decided is in the decisions log (``service/decisions_log.py``),
+a file rotated by size: it is not copied here, where it would grow without bound.
 
 Crash safety: a launch request is written *before* the cloud call and closed
 after it, each in its own transaction, so a daemon killed in between finds the
@@ -30,7 +31,6 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,8 @@ from typing import Any
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.instances import LifecycleState
 
-SCHEMA_VERSION = 3  # 2: instances.state holds the lifecycle state (core.instances); 3: the controls table
+# 2: instances.state holds the lifecycle state (core.instances); 3: the controls table; 4: no decisions table
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -61,7 +62,6 @@ CREATE TABLE IF NOT EXISTS launch_requests (
     closed_at REAL
 );
 CREATE TABLE IF NOT EXISTS positions (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS controls (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     command TEXT NOT NULL,            -- pause | resume | hold | drain-all | terminate-all
@@ -190,6 +190,8 @@ class StateStore:
                     self._db.execute(statement)
             if version == 1:
                 self._db.execute(_V1_STATES)
+            # Up to schema 3 every decision was copied here too; its pages go back to the file's free list.
+            self._db.execute("DROP TABLE IF EXISTS decisions")
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _transaction(self) -> _Tx:
@@ -297,18 +299,6 @@ class StateStore:
     def forget_positions(self, prefix: str) -> None:
         with self._transaction():
             self._db.execute("DELETE FROM positions WHERE key LIKE ? ESCAPE '\\'", (_like_prefix(prefix),))
-
-    # -- decisions -------------------------------------------------------------
-
-    def append_decision(self, when: float, record: dict[str, Any]) -> None:
-        with self._transaction():
-            self._db.execute(
-                "INSERT INTO decisions (time, record) VALUES (?, ?)", (when, json.dumps(record, sort_keys=True))
-            )
-
-    def decisions(self, since: float = float("-inf")) -> Iterator[dict[str, Any]]:
-        for (text,) in self._db.execute("SELECT record FROM decisions WHERE time >= ? ORDER BY seq", (since,)):
-            yield json.loads(text)
 
     # -- the operator's controls ---------------------------------------------------
 

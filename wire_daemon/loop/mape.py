@@ -60,6 +60,8 @@ class DecisionRecord:
     # Policies that estimate the whole run (target-slowdown): the estimated
     # makespan and the units still to pay at the chosen size and one instance
     # either side, and the full pool's estimated makespan. Empty / None otherwise.
+    # Each makespan is in seconds from this decision to the estimated end, on
+    # any clock: a reader needs no epoch and no replay's origin.
     estimates: list[dict[str, float | int]] = field(default_factory=list)
     full_pool_makespan_s: float | None = None
 
@@ -248,7 +250,7 @@ class MapeLoop:
     def _record(
         self, now: float, plan: PlanResult, pool: int, launched: list[str], boosted: int, decision_s: float
     ) -> DecisionRecord:
-        upcoming = plan.upcoming
+        upcoming, full = plan.upcoming, plan.full_pool_makespan_s
         return DecisionRecord(
             time=now,
             policy=self.policy.name,
@@ -267,6 +269,6 @@ class MapeLoop:
             prediction_policies=plan.policy_counts,
             boosted=boosted,
             decision_s=decision_s,
-            estimates=[e.to_json() for e in plan.estimates],
-            full_pool_makespan_s=None if plan.full_pool_makespan_s is None else round(plan.full_pool_makespan_s, 1),
+            estimates=[e.to_json(now) for e in plan.estimates],
+            full_pool_makespan_s=None if full is None else round(full - now, 1),
         )

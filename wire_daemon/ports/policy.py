@@ -51,8 +51,10 @@ class SizeEstimate:
     makespan_s: float  # estimated end of the workflow, on the loop's clock
     cost_units: int  # charging units still to pay from this decision on
 
-    def to_json(self) -> dict[str, float | int]:
-        return {"size": self.size, "makespan_s": round(self.makespan_s, 1), "cost_units": self.cost_units}
+    def to_json(self, now: float) -> dict[str, float | int]:
+        """As a decision record holds it: ``makespan_s`` is the seconds from the decision (at ``now``) to the
+        estimated end, the same on the wall clock and on a replay's virtual clock."""
+        return {"size": self.size, "makespan_s": round(self.makespan_s - now, 1), "cost_units": self.cost_units}
 
 
 @dataclass

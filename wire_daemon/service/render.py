@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from wire_daemon.runtime.replay import ReplayResult
+from wire_daemon.service.wording import ends_in_s
 
 _POLICY_LABELS = {1: "p1", 2: "p2", 3: "p3", 4: "p4", 5: "p5", 6: "prior-xform", 7: "prior-wf", 9: "oracle"}
 
@@ -39,7 +40,7 @@ def format_decision(r: dict[str, Any]) -> str:
 
 
 def format_estimates(r: dict[str, Any]) -> str:
-    """The estimates of a policy that sees the whole run: end and units still to pay, per pool size.
+    """The estimates of a policy that sees the whole run: time to the end and units still to pay, per pool size.
 
     The chosen size is in brackets; one instance either side shows what a
     different choice would have meant.
@@ -47,11 +48,12 @@ def format_estimates(r: dict[str, Any]) -> str:
     chosen = r.get("planned")
     cells = []
     for e in r.get("estimates") or []:
-        cell = f"{e['size']}: ends {e['makespan_s']:.0f} s, +{e['cost_units']} units"
+        cell = f"{e['size']}: ends in {ends_in_s(r, e['makespan_s']):.0f} s, +{e['cost_units']} units"
         cells.append(f"[{cell}]" if e["size"] == chosen else cell)
     text = "estimates " + " | ".join(cells)
     if r.get("full_pool_makespan_s") is not None:
-        text += f" (full pool: {r['full_pool_makespan_s']:.0f} s)"
+        left = ends_in_s(r, r["full_pool_makespan_s"])
+        text += f" (full pool: ends in {left:.0f} s)" if left >= 0 else f" (full pool: ended {-left:.0f} s ago)"
     return text
 
 
