@@ -26,6 +26,7 @@ from wire_daemon.core.journal import (
     Notice,
     TasksBoosted,
 )
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.ports import Cloud, CondorControl, Observations
 from wire_daemon.ports.memory import JobSizer
@@ -190,7 +191,7 @@ class MapeLoop:
         decision_s = time.perf_counter() - started
         self.last_plan = plan
         decision = plan.decision
-        launched = self._launch(now, decision.launch, decision.launch_type)  # Execute
+        launched = self._launch(now, decision.launch, decision.launch_type, decision.launch_market)  # Execute
         for instance_id in decision.release:
             self._release(now, instance_id, decision.release_at.get(instance_id, now))
         self.release_due(now)
@@ -204,11 +205,16 @@ class MapeLoop:
             return None
         return min(self.pending_releases.values(), default=None)
 
-    def _launch(self, now: float, count: int, instance_type: str = "") -> list[str]:
+    def _launch(self, now: float, count: int, instance_type: str = "", market: Market = Market.ON_DEMAND) -> list[str]:
         if count <= 0 or self.frozen:
             return []
-        # The type only when one was chosen: a cloud of one type is called as it always was.
-        made = self.cloud.launch(count, instance_type=instance_type) if instance_type else self.cloud.launch(count)
+        # The type and market only when chosen: a cloud of one on-demand type is called as it always was.
+        if market is not Market.ON_DEMAND:
+            made = self.cloud.launch(count, instance_type=instance_type, market=market)
+        elif instance_type:
+            made = self.cloud.launch(count, instance_type=instance_type)
+        else:
+            made = self.cloud.launch(count)
         launched = [i.instance_id for i in made]
         self.lifecycle.move_all([i for i in launched if self.lifecycle.state_of(i) is None], LifecycleState.BOOTING)
         self.journal.publish(InstancesLaunched(now, tuple(launched)))
