@@ -61,6 +61,9 @@ class InstanceType:
         _positive(f"{key}.price", self.price)
 
 
+MARKET_MODES = ("on-demand", "spot", "auto")
+
+
 @dataclass(frozen=True)
 class SteeringConfig:
     charging_unit_s: float = 3600.0  # u
@@ -100,9 +103,21 @@ class SteeringConfig:
     # cloud settings, with slots_per_instance slots at a price of 1 a unit. Growing launches the type
     # cheapest per task that fits; the first listed is the one the pool starts with.
     instance_types: tuple[InstanceType, ...] = ()
+    # How the cloud bills: "unit" (every started charging_unit_s paid in full, the paper) or "second"
+    # (per second after a first charge of minimum_charge_s, as EC2, Google Cloud and Azure bill VMs).
+    billing_model: str = "unit"
+    minimum_charge_s: float = 60.0
+    # Which market launches buy: "on-demand"; "spot" (every launch); "auto" (each launch chosen from
+    # the work it would carry: plan/placement.py). Spot costs spot_price_ratio of on-demand, and the
+    # policy expects spot_interruptions_per_hour reclaims per spot instance-hour.
+    market: str = "on-demand"
+    spot_price_ratio: float = 0.35
+    spot_interruptions_per_hour: float = 0.05
 
     @property
     def billing(self) -> Billing:
+        if self.billing_model == "second":
+            return Billing.per_second(self.minimum_charge_s)
         return Billing(self.charging_unit_s)
 
     def instance_type(self, name: str) -> InstanceType | None:
@@ -128,6 +143,14 @@ class SteeringConfig:
         _at_least("steering.instance_memory_mib", self.instance_memory_mib, 0.0)
         for n, kind in enumerate(self.instance_types):
             kind.validate(f"steering.instance_types[{n}]")
+        if self.billing_model not in ("unit", "second"):
+            raise ConfigError(f"steering.billing_model must be 'unit' or 'second' (got {self.billing_model!r})")
+        _at_least("steering.minimum_charge_s", self.minimum_charge_s, 0.0)
+        if self.market not in MARKET_MODES:
+            raise ConfigError(f"steering.market must be one of {', '.join(MARKET_MODES)} (got {self.market!r})")
+        if not 0.0 < self.spot_price_ratio <= 1.0:
+            raise ConfigError(f"steering.spot_price_ratio must be in (0, 1] (got {self.spot_price_ratio!r})")
+        _at_least("steering.spot_interruptions_per_hour", self.spot_interruptions_per_hour, 0.0)
         names = [t.name for t in self.instance_types]
         if len(set(names)) != len(names):
             raise ConfigError(f"steering.instance_types names must be distinct (got {', '.join(names)})")

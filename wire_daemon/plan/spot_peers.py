@@ -18,7 +18,6 @@ import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Instance
-from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState
 from wire_daemon.plan.baselines import FullSitePolicy, PureReactivePolicy
 from wire_daemon.ports.policy import PlanResult, ScalingPolicy
@@ -37,7 +36,7 @@ class OnSpot:
 
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
         result = self.inner.plan(now, state, instances, queue_order)
-        result.decision.launch_market = Market.SPOT
+        result.decision.spot_launches = result.decision.launch
         return result
 
 

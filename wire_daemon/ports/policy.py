@@ -14,7 +14,6 @@ import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Instance
-from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState
 from wire_daemon.ports.prediction import Prediction
 
@@ -28,7 +27,7 @@ class SteeringDecision:
     release_at: dict[str, float] = field(default_factory=dict)  # instance -> termination time
     rule: str = ""  # which rule fired, for the decisions log
     launch_type: str = ""  # the instance type to launch (steering.instance_types); "": the configured one
-    launch_market: Market = Market.ON_DEMAND
+    spot_launches: int = 0  # how many of ``launch`` buy spot capacity; the rest buy on-demand
 
 
 @dataclass
