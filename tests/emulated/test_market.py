@@ -1,5 +1,7 @@
 """The emulated spot market: prices, reclaims with a notice, storms and capacity."""
 
+from dataclasses import replace
+
 import pytest
 
 from wire_daemon.core.billing import Billing
@@ -9,7 +11,7 @@ from wire_daemon.core.events import EventKind
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.market import SpotMarket
-from wire_daemon.emulated.site import EmulatedSite
+from wire_daemon.emulated.site import EmulatedSite, critical_path_s, spot_market
 
 PER_SECOND = Billing.per_second()
 
@@ -125,3 +127,14 @@ def test_reclaims_are_deterministic_for_a_seed():
 def test_a_market_with_impossible_settings_is_refused_in_one_line(fields, key):
     with pytest.raises(ConfigError, match=key):
         SpotMarket(**fields)
+
+
+def test_an_emulation_config_storm_lands_inside_the_critical_path_and_depends_on_the_seed():
+    workflow = build_workflow(
+        "w", "test", [TaskSpec("A", "a", runtime_s=100.0), TaskSpec("B", "b", ("A",), runtime_s=300.0)]
+    )
+    config = EmulationConfig(boot_lag_s=60.0, storm=True, bandwidth_bytes_per_s=1e9)
+    assert critical_path_s(workflow, config) == pytest.approx(400.0)
+    times = {spot_market(workflow, replace(config, seed=s)).storm_at_s for s in range(5)}
+    assert len(times) == 5 and all(60.0 <= t <= 460.0 for t in times)
+    assert spot_market(workflow, replace(config, storm=False)).storm_at_s is None

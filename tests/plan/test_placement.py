@@ -8,9 +8,17 @@ import pytest
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Instance
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, build_workflow
-from wire_daemon.plan.placement import MarketPlacement, critical_paths, rework_factor, spot_worth
+from wire_daemon.plan.placement import (
+    PRIOR_SPOT_HOURS,
+    MarketPlacement,
+    ReclaimRate,
+    critical_paths,
+    rework_factor,
+    spot_worth,
+)
 from wire_daemon.ports.policy import PlanResult, SteeringDecision
 from wire_daemon.ports.prediction import Prediction
 
@@ -102,3 +110,14 @@ def test_free_slots_take_the_queue_head_first():
     up = [Instance("i-1", 0.0, 1)]  # L1 goes to the free slot: the launches carry short tasks only
     decision = MarketPlacement(_Launches(2), STEERING).plan(0.0, RunState(wf), up, queue).decision
     assert decision.spot_launches == 2
+
+
+def test_the_reclaim_rate_is_learned_from_spot_instances_that_vanish_unreleased():
+    rate = ReclaimRate(prior_per_hour=0.05)
+    assert rate.per_second == pytest.approx(0.05 / HOUR)
+    spot = [Instance(f"i-{n}", 0.0, 4, market=Market.SPOT) for n in range(4)]
+    rate.observe(0.0, spot)
+    rate.released(["i-0"])
+    rate.observe(HOUR, spot[2:])  # i-0 released by us, i-1 reclaimed
+    assert rate.reclaims == 1 and rate.spot_seconds == pytest.approx(4 * HOUR)
+    assert rate.per_second == pytest.approx((0.05 * PRIOR_SPOT_HOURS + 1) / ((PRIOR_SPOT_HOURS + 4) * HOUR))

@@ -177,6 +177,14 @@ class EmulationConfig:
     # A job that uses more memory than it requested is held after this fraction of its occupancy (the
     # memory paper's "time to failure": 0.1, 0.5 or 0.9 of the run).
     memory_failure_fraction: float = 0.5
+    # The spot market (emulated/market.py): reclaims per spot instance-hour, a storm (storm_fraction of
+    # the main type's spot capacity reclaimed at once, at a time drawn from the seed), the notice a reclaim
+    # gives, and the spot instances of one type the market has room for (None: no limit).
+    spot_interruptions_per_hour: float = 0.0
+    storm: bool = False
+    storm_fraction: float = 0.5
+    reclaim_notice_s: float = 120.0
+    spot_capacity: int | None = None
 
     def validate(self) -> None:
         _at_least("emulation.boot_lag_s", self.boot_lag_s, 0.0)
@@ -187,6 +195,12 @@ class EmulationConfig:
         _positive("emulation.time_scale", self.time_scale)
         _at_least("emulation.instance_memory_mib", self.instance_memory_mib, 0.0)
         _positive("emulation.memory_request_factor", self.memory_request_factor)
+        _at_least("emulation.spot_interruptions_per_hour", self.spot_interruptions_per_hour, 0.0)
+        if not 0.0 < self.storm_fraction <= 1.0:
+            raise ConfigError(f"emulation.storm_fraction must be in (0, 1] (got {self.storm_fraction!r})")
+        _at_least("emulation.reclaim_notice_s", self.reclaim_notice_s, 0.0)
+        if self.spot_capacity is not None:
+            _at_least("emulation.spot_capacity", self.spot_capacity, 0)
         if not 0.0 <= self.memory_failure_fraction <= 1.0:
             raise ConfigError(
                 f"emulation.memory_failure_fraction must be in [0, 1] (got {self.memory_failure_fraction!r})"

@@ -54,6 +54,12 @@ class SpotMarket:
             raise ConfigError(f"spot capacity must be >= 0 instances (got {self.capacity!r})")
 
 
+def storm_time(seed: int, boot_lag_s: float, horizon_s: float) -> float:
+    """When the run's storm hits: uniform over the time spot capacity can be up, drawn from the seed."""
+    rng = np.random.default_rng([seed, 0x5707])
+    return float(boot_lag_s + rng.uniform(0.0, max(horizon_s, 0.0)))
+
+
 class Reclaimer:
     """Draws when each spot instance is reclaimed, and which ones a storm takes."""
 

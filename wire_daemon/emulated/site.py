@@ -57,7 +57,7 @@ from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.core.instances import PENDING, RUNNING, TERMINATED, Instance
 from wire_daemon.core.pricing import DEFAULT_SPOT_PRICE_RATIO, Market, Offer, money, unit_priced
 from wire_daemon.core.workflow import Workflow
-from wire_daemon.emulated.market import Reclaimer, SpotMarket
+from wire_daemon.emulated.market import Reclaimer, SpotMarket, storm_time
 from wire_daemon.ports.prediction import DispatchEstimate
 
 _SUBMIT, _NEGOTIATE, _FINISH, _BOOT, _HOLD, _NOTICE, _RECLAIM, _STORM = range(8)
@@ -624,6 +624,38 @@ def _offers(types: Sequence[InstanceType], slots: int, billing: Billing, spot_ra
     offers = [unit_priced(t.name, t.cores, t.price, billing, t.memory_mib) for t in types]
     offers = offers or [unit_priced("", slots, 1.0, billing)]
     return {o.name: o.with_spot_ratio(spot_ratio) for o in offers}
+
+
+def spot_market(workflow: Workflow, config: EmulationConfig) -> SpotMarket:
+    """The market an emulation config asks for; a storm lands within the run's critical path."""
+    storm_at = None
+    if config.storm:
+        storm_at = storm_time(config.seed, config.boot_lag_s, critical_path_s(workflow, config))
+    return SpotMarket(
+        config.spot_interruptions_per_hour,
+        config.reclaim_notice_s,
+        storm_at,
+        config.storm_fraction,
+        config.spot_capacity,
+        config.seed,
+    )
+
+
+def critical_path_s(workflow: Workflow, config: EmulationConfig) -> float:
+    """The longest chain of slot occupancies: how long the run takes on an unbounded pool."""
+    occupancy, _ = task_times(workflow, config)
+    pending = workflow.n_parents().astype(np.int64)
+    finish = np.zeros(workflow.n_tasks)
+    ready = list(np.flatnonzero(pending == 0).tolist())
+    while ready:
+        task = ready.pop()
+        finish[task] += occupancy[task]
+        for child in workflow.children(task).tolist():
+            finish[child] = max(finish[child], finish[task])
+            pending[child] -= 1
+            if pending[child] == 0:
+                ready.append(child)
+    return float(finish.max()) if finish.size else 0.0
 
 
 def user_requests(workflow: Workflow, config: EmulationConfig) -> np.ndarray:

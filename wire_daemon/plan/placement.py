@@ -24,7 +24,11 @@ in units of the on-demand price of the same work, where
   priced at the full pool's price, as the default policy prices it.
 
 With ``steering.market: spot`` every launch buys spot; with ``on-demand``
-this decorator is not used. The rate l is ``steering.spot_interruptions_per_hour``.
+this decorator is not used. The rate l is learned: ``ReclaimRate`` starts from
+``steering.spot_interruptions_per_hour`` as if it had watched
+``PRIOR_SPOT_HOURS`` spot instance-hours, and adds every spot instance-hour
+and every reclaim it sees (a spot instance that left the pool without this
+policy releasing it).
 """
 
 from __future__ import annotations
@@ -36,12 +40,42 @@ import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Instance
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.ports.policy import PlanResult, ScalingPolicy
 from wire_daemon.ports.prediction import Prediction
 
 CRITICAL_SHARE = 0.8
+PRIOR_SPOT_HOURS = 4.0  # how much the configured rate weighs against what is seen
+
+
+class ReclaimRate:
+    """Reclaims per spot instance-second: the configured prior, then what the pool shows."""
+
+    def __init__(self, prior_per_hour: float) -> None:
+        self.prior_per_hour = prior_per_hour
+        self.reclaims = 0
+        self.spot_seconds = 0.0
+        self._seen: dict[str, float] = {}  # live spot instance -> when last seen
+        self._released: set[str] = set()
+
+    def released(self, instance_ids: Sequence[str]) -> None:
+        self._released.update(instance_ids)
+
+    def observe(self, now: float, instances: Sequence[Instance]) -> None:
+        live = {i.instance_id for i in instances if i.market is Market.SPOT}
+        for instance_id, last in list(self._seen.items()):
+            self.spot_seconds += max(now - last, 0.0)  # a reclaimed one: up to now, a little over
+            if instance_id not in live:
+                del self._seen[instance_id]
+                self.reclaims += instance_id not in self._released
+        self._seen.update({i: now for i in live})
+
+    @property
+    def per_second(self) -> float:
+        events = self.prior_per_hour * PRIOR_SPOT_HOURS + self.reclaims
+        return events / (PRIOR_SPOT_HOURS * 3600.0 + self.spot_seconds)
 
 
 def rework_factor(d: float, rate_per_s: float) -> float:
@@ -93,14 +127,17 @@ class MarketPlacement:
         self.config = steering
         self.name = inner.name
         self.spot_fallback = True  # spot launches fall back to on-demand when the market fails
+        self.rate = ReclaimRate(steering.spot_interruptions_per_hour)
 
     def reconfigure(self, steering: SteeringConfig) -> None:
         self.config = steering
         self.inner.reconfigure(steering)
 
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
+        self.rate.observe(now, instances)
         result = self.inner.plan(now, state, instances, queue_order)
         decision = result.decision
+        self.rate.released(decision.release)
         if decision.launch <= 0:
             return result
         if self.config.market == "spot" or result.prediction is None:
@@ -126,7 +163,7 @@ class MarketPlacement:
         free = sum(i.slots for i in instances) - int(np.count_nonzero(state.status == TaskStatus.RUNNING))
         queue = np.asarray(queue_order, dtype=np.int64)[max(free, 0) :]
         fallback = _typical(remaining, unfinished, config.interval_s)
-        rate = config.spot_interruptions_per_hour / 3600.0
+        rate = self.rate.per_second
         slots = config.slots_per_instance
         spot = 0
         for j in range(launch):
