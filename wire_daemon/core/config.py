@@ -115,6 +115,12 @@ class SteeringConfig:
     spot_interruptions_per_hour: float = 0.05
 
     @property
+    def planning_unit_s(self) -> float:
+        """The unit the policies plan in (Algorithms 2-3, release thresholds): the charging unit, or
+        under per-second billing the minimum charge, the least an instance started costs."""
+        return max(self.minimum_charge_s, 1.0) if self.billing_model == "second" else self.charging_unit_s
+
+    @property
     def billing(self) -> Billing:
         if self.billing_model == "second":
             return Billing.per_second(self.minimum_charge_s)

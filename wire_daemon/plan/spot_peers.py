@@ -26,6 +26,8 @@ from wire_daemon.ports.policy import PlanResult, ScalingPolicy
 class OnSpot:
     """A policy whose every launch buys spot capacity."""
 
+    chooses_market = True  # steering.market does not apply to it
+
     def __init__(self, inner: ScalingPolicy, name: str, *, spot_fallback: bool) -> None:
         self.inner = inner
         self.name = name

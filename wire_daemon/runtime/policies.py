@@ -20,8 +20,10 @@ from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.run_state import RunState
 from wire_daemon.plan.baselines import FullSitePolicy, PureReactivePolicy, ReactiveConservingPolicy
 from wire_daemon.plan.pfa import PFAPolicy
+from wire_daemon.plan.placement import MarketPlacement
 from wire_daemon.plan.shapes import ShapedPolicy
 from wire_daemon.plan.slowdown import SlowdownPolicy
+from wire_daemon.plan.spot_peers import annex_spot, reactive_spot
 from wire_daemon.plan.wire import WirePolicy
 from wire_daemon.ports.memory import TaskShapes
 from wire_daemon.ports.policy import ScalingPolicy
@@ -64,8 +66,12 @@ POLICIES: dict[str, Callable[[PolicyInputs], ScalingPolicy]] = {
     "pfa": lambda i: PFAPolicy(i.state.workflow, i.steering, i.pfa),
     "oracle": _oracle,
     "target-slowdown": _target_slowdown,
+    "annex-spot": lambda i: annex_spot(i.steering),
+    "reactive-spot": lambda i: reactive_spot(i.steering),
 }
 POLICY_NAMES = tuple(POLICIES)
+# The peers that buy spot whatever steering.market says: compared only where spot is on the table.
+SPOT_PEERS = ("annex-spot", "reactive-spot")
 # What `wire-daemon run` and `replay --policy` use unless told otherwise. `wire`
 # stays the paper's algorithm as written (the reproduction).
 DEFAULT_POLICY = "target-slowdown"
@@ -76,6 +82,28 @@ def make_policy(name: str, inputs: PolicyInputs) -> ScalingPolicy:
     if build is None:
         raise ConfigError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
     return build(inputs)
+
+
+def with_market(policy: ScalingPolicy, steering: SteeringConfig) -> ScalingPolicy:
+    """``policy`` choosing each launch's market (steering.market spot or auto), or unchanged on-demand.
+
+    A policy that chooses its own market (``chooses_market``: the spot peers) is left as it is.
+    """
+    if steering.market == "on-demand" or getattr(policy, "chooses_market", False):
+        return policy
+    return MarketPlacement(policy, steering)
+
+
+def spot_falls_back(policy: ScalingPolicy) -> bool:
+    """Do this policy's spot launches fall back to on-demand when the market fails them?"""
+    return bool(getattr(policy, "spot_fallback", False))
+
+
+def compared_policies(steering: SteeringConfig) -> tuple[str, ...]:
+    """What ``replay --compare`` runs: every policy, the spot peers only where spot is on the table."""
+    if steering.market == "on-demand":
+        return tuple(n for n in POLICY_NAMES if n not in SPOT_PEERS)
+    return POLICY_NAMES
 
 
 def shape_aware(
