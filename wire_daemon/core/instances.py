@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from wire_daemon.core.errors import WireError
+from wire_daemon.core.pricing import Market
 
 # Instance.state values the cloud providers report.
 PENDING = "pending"  # launched, not running yet
@@ -37,6 +38,7 @@ class Instance:
     address: str = ""
     instance_type: str = ""
     request_id: str = ""  # the launch request that created it (idempotent launches, reconcile)
+    market: Market = Market.ON_DEMAND
 
 
 class LifecycleState(str, Enum):

@@ -42,6 +42,7 @@ from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import LIVE_STATES, RUNNING, TERMINATED, UNUSABLE_STATES, Instance, LifecycleState
 from wire_daemon.core.journal import Journal, Notice, back_off, cloud_error, limit_hit
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.store import InstanceRecord, LaunchRequest, StateStore
 from wire_daemon.ports import Cloud
 
@@ -145,7 +146,9 @@ class GuardedCloud:
     def find_request(self, request_id: str) -> list[Instance]:
         return [] if self.config.dry_run else list(self.driver.find_request(request_id))
 
-    def launch(self, count: int, request_id: str | None = None, *, instance_type: str = "") -> list[Instance]:
+    def launch(
+        self, count: int, request_id: str | None = None, *, instance_type: str = "", market: Market = Market.ON_DEMAND
+    ) -> list[Instance]:
         allowed = self._allowed_launches(count, instance_type)
         if allowed <= 0:
             return []
@@ -154,9 +157,8 @@ class GuardedCloud:
             self._note(f"dry-run: would launch {allowed} instance(s){of_type}")
             return self._launch_phantoms(allowed, instance_type)
         request_id = self.store.open_request(allowed, now=self.clock())
-        typed = {"instance_type": instance_type} if instance_type else {}  # a one-type driver is called as before
         try:
-            launched = list(self.driver.launch(allowed, request_id=request_id, **typed))
+            launched = list(self._driver_launch(allowed, request_id, instance_type, market))
         except CloudError as exc:
             self._publish(cloud_error(f"launching {allowed}", exc.kind, exc))
             self._record(exc.partial or [], request_id)
@@ -166,6 +168,14 @@ class GuardedCloud:
         self._record(launched, request_id)
         self.store.close_request(request_id, now=self.clock())
         return launched
+
+    def _driver_launch(self, count: int, request_id: str, instance_type: str, market: Market) -> Sequence[Instance]:
+        # The type and market only when chosen: a driver of one on-demand type is called as before.
+        if market is not Market.ON_DEMAND:
+            return self.driver.launch(count, request_id=request_id, instance_type=instance_type, market=market)
+        if instance_type:
+            return self.driver.launch(count, request_id=request_id, instance_type=instance_type)
+        return self.driver.launch(count, request_id=request_id)
 
     def terminate(self, instance_ids: Sequence[str]) -> list[str]:
         instance_ids = self._unclaimed(instance_ids)

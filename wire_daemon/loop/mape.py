@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
-from wire_daemon.core.instances import Lifecycle, LifecycleState
+from wire_daemon.core.errors import CloudError
+from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
 from wire_daemon.core.journal import (
     InstanceReleased,
     InstancesLaunched,
@@ -25,7 +26,9 @@ from wire_daemon.core.journal import (
     Journal,
     Notice,
     TasksBoosted,
+    cloud_error,
 )
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.ports import Cloud, CondorControl, Observations
 from wire_daemon.ports.memory import JobSizer
@@ -192,7 +195,8 @@ class MapeLoop:
         decision_s = time.perf_counter() - started
         self.last_plan = plan
         decision = plan.decision
-        launched = self._launch(now, decision.launch, decision.launch_type)  # Execute
+        launched = self._launch(now, decision.launch - decision.spot_launches, decision.launch_type)  # Execute
+        launched += self._launch(now, decision.spot_launches, decision.launch_type, Market.SPOT)
         for instance_id in decision.release:
             self._release(now, instance_id, decision.release_at.get(instance_id, now))
         self.release_due(now)
@@ -206,11 +210,22 @@ class MapeLoop:
             return None
         return min(self.pending_releases.values(), default=None)
 
-    def _launch(self, now: float, count: int, instance_type: str = "") -> list[str]:
+    def _call_launch(self, count: int, instance_type: str, market: Market) -> Sequence[Instance]:
+        # The type and market only when chosen: a cloud of one on-demand type is called as it always was.
+        if market is not Market.ON_DEMAND:
+            return self.cloud.launch(count, instance_type=instance_type, market=market)
+        if instance_type:
+            return self.cloud.launch(count, instance_type=instance_type)
+        return self.cloud.launch(count)
+
+    def _launch(self, now: float, count: int, instance_type: str = "", market: Market = Market.ON_DEMAND) -> list[str]:
         if count <= 0 or self.frozen:
             return []
-        # The type only when one was chosen: a cloud of one type is called as it always was.
-        made = self.cloud.launch(count, instance_type=instance_type) if instance_type else self.cloud.launch(count)
+        try:
+            made = self._call_launch(count, instance_type, market)
+        except CloudError as failed:  # a guarded cloud reports its own; a bare one (a replay's) is reported here
+            self.journal.publish(cloud_error(f"launching {count} ({market})", failed.kind, failed))
+            made = [i for i in failed.partial if isinstance(i, Instance)]
         launched = [i.instance_id for i in made]
         self.lifecycle.move_all([i for i in launched if self.lifecycle.state_of(i) is None], LifecycleState.BOOTING)
         self.journal.publish(InstancesLaunched(now, tuple(launched)))

@@ -202,7 +202,7 @@ class SlowdownPolicy:
         low = max(config.min_instances, len(kept) - len(going), 1)
         high = max(config.max_instances if keep_at_most is None else min(config.max_instances, keep_at_most), low)
         new_member = PoolMember("new", slots, now + lag, now, now)
-        price = config.max_instances / config.charging_unit_s  # lateness, per second: the full pool's price
+        price = config.max_instances / config.planning_unit_s  # lateness, per second: the full pool's price
         seen: dict[int, _Choice] = {}
 
         def look(size: int) -> _Choice:
@@ -256,9 +256,9 @@ class SlowdownPolicy:
         costs at most the units they still need, and a killed task costs its work twice.
         """
         config = self.config
-        if config.charging_unit_s > config.interval_s:
+        if config.planning_unit_s > config.interval_s:
             return 0.0
-        return config.release_restart_cost_fraction * config.charging_unit_s
+        return config.release_restart_cost_fraction * config.planning_unit_s
 
     def _restart_costs(
         self, state: RunState, prediction: Prediction, pool: Sequence[Instance], now: float
@@ -361,7 +361,7 @@ class SlowdownPolicy:
         """
         config = self.config
         work, tasks = float(levels.work_s[0]), float(levels.tasks[0])
-        if config.charging_unit_s > config.interval_s:
+        if config.planning_unit_s > config.interval_s:
             if not blind or tasks <= 0:
                 return 0
             return min(math.ceil(tasks / config.slots_per_instance), config.max_instances)

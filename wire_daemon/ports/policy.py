@@ -27,6 +27,7 @@ class SteeringDecision:
     release_at: dict[str, float] = field(default_factory=dict)  # instance -> termination time
     rule: str = ""  # which rule fired, for the decisions log
     launch_type: str = ""  # the instance type to launch (steering.instance_types); "": the configured one
+    spot_launches: int = 0  # how many of ``launch`` buy spot capacity; the rest buy on-demand
 
 
 @dataclass

@@ -59,15 +59,21 @@ def format_estimates(r: dict[str, Any]) -> str:
 
 def format_table(results: dict[str, ReplayResult]) -> str:
     header = (
-        f"{'policy':<20} {'cost(units)':>11} {'makespan(s)':>12} {'rel.time':>8} {'util':>6} {'peak':>5} "
+        f"{'policy':<20} {'cost(units)':>11} {'money':>9} {'makespan(s)':>12} {'rel.time':>8} {'util':>6} {'peak':>5} "
         f"{'restarts':>8} {'decision ms mean/max':>21}"
     )
     lines = [header, "-" * len(header)]
     for name, r in results.items():
         lines.append(
-            f"{name:<20} {r.cost_units:>11d} {r.makespan_s:>12.1f} {r.relative_time:>8.3f} {r.utilization:>6.3f} "
-            f"{r.peak_instances:>5d} {r.restarts:>8d} {r.decision_mean_s * 1e3:>10.2f}/{r.decision_max_s * 1e3:<10.2f}"
+            f"{name:<20} {r.cost_units:>11d} {r.cost_money:>9.2f} {r.makespan_s:>12.1f} {r.relative_time:>8.3f} "
+            f"{r.utilization:>6.3f} {r.peak_instances:>5d} {r.restarts:>8d} "
+            f"{r.decision_mean_s * 1e3:>10.2f}/{r.decision_max_s * 1e3:<10.2f}"
         )
+    lost = [(name, r) for name, r in results.items() if r.interruptions]
+    if lost:
+        lines.append("")
+        lines.append("spot reclaims (work lost: slot-seconds rerun from zero):")
+        lines.extend(f"  {name:<20} {r.interruptions} reclaims, {r.interrupted_slot_s:.0f} s lost" for name, r in lost)
     errors = [(name, r) for name, r in results.items() if any(e.tasks for e in r.errors)]
     if errors:
         lines.append("")
