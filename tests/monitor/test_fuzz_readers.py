@@ -63,7 +63,7 @@ from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_file import parse_submit_file
 from wire_lab.chaos.mutations import mangled_bytes, value_slots
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURES = DATA / "fixtures"
 SUBMIT = FIXTURES / "pegasus-submit"
 EXAMPLES = int(os.environ.get("WIRE_FUZZ_EXAMPLES", "40"))

@@ -11,7 +11,7 @@ from wire_daemon.emulated.traces import bundled_trace_path
 from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_lab.evaluation.runs import GROUPS, Job, ResultCache, find_traces, group_of, make_jobs, run_job
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "evaluate.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "evaluate.py"
 
 
 @pytest.fixture(scope="module")
