@@ -63,6 +63,9 @@ from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_file import parse_submit_file
 from wire_lab.chaos.mutations import mangled_bytes, value_slots
 
+# The slow tier (-m slow): forks a child per example and runs every reader's full example count.
+pytestmark = pytest.mark.slow
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURES = DATA / "fixtures"
 SUBMIT = FIXTURES / "pegasus-submit"
