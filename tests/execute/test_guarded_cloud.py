@@ -212,6 +212,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_daemon_killed_between_launch_and_record_adopts_instead_of_duplicating(
     tmp_path, moto_endpoint, network, ownership, boto_client
 ):

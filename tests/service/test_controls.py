@@ -272,6 +272,7 @@ def test_terminate_all_asks_first(tmp_path, capsys, monkeypatch):
     store.close()
 
 
+@pytest.mark.slow
 def test_the_running_daemon_applies_a_command_within_seconds(tmp_path):
     config = _config(tmp_path, speedup=30.0)  # 6 s of wall time per interval: the command comes between two
     proc = subprocess.Popen(

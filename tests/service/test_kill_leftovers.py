@@ -18,8 +18,13 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
 from wire_daemon.core.store import StateStore
 from wire_daemon.service.decisions_log import DecisionsLog
+
+# The slow tier (-m slow): every test starts the CLI as a process and kills it.
+pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-m", "wire_daemon.cli.main"]
 # What a daemon's directory may hold: its files, SQLite's write-ahead log while a connection is (or was) open,

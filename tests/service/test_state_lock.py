@@ -16,6 +16,9 @@ from wire_daemon.core.store import StateLock, StateStore
 
 from .emulated_config import emulated_config
 
+# The slow tier (-m slow): every test starts the daemon as a process beside another holder of the state.
+pytestmark = pytest.mark.slow
+
 CLI = [sys.executable, "-m", "wire_daemon.cli.main"]
 
 

@@ -157,6 +157,7 @@ def test_the_submit_host_follows_workflows_by_the_names_inspect_gives(tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 def test_a_dry_run_on_a_submit_host_shows_workflows_pool_and_money(tmp_path, capsys):
     root = tmp_path / "submit"
     live = _live(root, "run1", bundled_trace_path(), "montage", epoch=time.time() - 30.0)

@@ -21,7 +21,7 @@ from wire_daemon.ports.policy import PlanResult, SteeringDecision
 from wire_daemon.runtime.replay import replay
 from wire_daemon.runtime.settings import load_settings
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 SMALL = InstanceType("c.small", cores=4, memory_mib=1600, price=1.0)
 LARGE = InstanceType("c.large", cores=16, memory_mib=6400, price=4.0)
 

@@ -33,7 +33,7 @@ from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
 from wire_daemon.runtime.replay import replay
 from wire_daemon.runtime.settings import Settings
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _events(*items: tuple) -> list[TaskEvent]:
