@@ -4,7 +4,7 @@ import pytest
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.instances import LifecycleState
-from wire_daemon.core.store import InstanceRecord, StateStore
+from wire_daemon.persist.store import InstanceRecord, StateStore
 
 
 def test_everything_survives_a_reopen(tmp_path):

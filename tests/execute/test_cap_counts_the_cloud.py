@@ -21,9 +21,9 @@ import pytest
 from tests.execute.test_guarded_cloud import FakeDriver, make_guard, notes_of
 from wire_daemon.core.errors import CloudThrottledError, CloudTransientError
 from wire_daemon.core.instances import TERMINATED, Instance
-from wire_daemon.core.store import StateStore
 from wire_daemon.execute.guarded_cloud import REQUEST_VISIBLE_S, GuardedCloud, SafetyConfig
 from wire_daemon.execute.providers.base import TAG_POOL, Ownership
+from wire_daemon.persist.store import StateStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning", "ignore::DeprecationWarning")
 

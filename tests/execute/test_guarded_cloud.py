@@ -14,8 +14,8 @@ from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudQuotaError
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal, NoticeBox
-from wire_daemon.core.store import StateStore
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
+from wire_daemon.persist.store import StateStore
 
 
 class FakeDriver:
@@ -197,7 +197,7 @@ CHILD = textwrap.dedent(
     import sys, time
     from wire_daemon.execute.providers.base import Ownership
     from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver, make_client
-    from wire_daemon.core.store import StateStore
+    from wire_daemon.persist.store import StateStore
     endpoint, image, subnet, pool, state_path = sys.argv[1:6]
     config = Ec2Config(
         region="us-east-1", image_id=image, instance_type="c5.xlarge", subnet_id=subnet, endpoint_url=endpoint

@@ -42,7 +42,7 @@ from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import LIVE_STATES, RUNNING, TERMINATED, UNUSABLE_STATES, Instance, LifecycleState
 from wire_daemon.core.journal import Journal, Notice, back_off, cloud_error, limit_hit
-from wire_daemon.core.store import InstanceRecord, LaunchRequest, StateStore
+from wire_daemon.persist.store import InstanceRecord, LaunchRequest, StateStore
 from wire_daemon.ports import Cloud
 
 log = logging.getLogger(__name__)

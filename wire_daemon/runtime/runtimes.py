@@ -35,7 +35,6 @@ from wire_daemon.core.events import EventKind
 from wire_daemon.core.instances import Instance, Lifecycle
 from wire_daemon.core.journal import Journal, Notice, TasksBoosted, cloud_error
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.core.store import StateStore
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.condor_control import HTCondorControl, LoggedCondorControl, queued_job_id
@@ -45,6 +44,7 @@ from wire_daemon.monitor.combine import split_task_id
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations, TrackedWorkflow
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
+from wire_daemon.persist.store import StateStore
 from wire_daemon.ports import Cloud
 from wire_daemon.ports.memory import MemoryControl
 from wire_daemon.runtime.builders import build_condor_control, build_driver

@@ -15,7 +15,7 @@ silently. An exception inside an iteration is logged and the loop goes on;
 iterations failing in a row, or a crash loop across restarts, put the daemon
 in its safe state (``service/safe_state.py``): it keeps watching and changes
 nothing in the pool until iterations succeed again. One daemon per state file:
-it holds the file's lock (``core/store.py``) for its life.
+it holds the file's lock (``persist/store.py``) for its life.
 Every run ends with a shutdown record in the decisions log (why it stopped,
 the final counts) and a final status snapshot.
 
@@ -52,9 +52,9 @@ from wire_daemon.core.instances import LifecycleState, can_move
 from wire_daemon.core.journal import ControlChanged, Journal, NoticeBox
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.secrets import ScrubSecrets
-from wire_daemon.core.store import StateLock, StateStore
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
+from wire_daemon.persist.store import StateLock, StateStore
 from wire_daemon.runtime.control import PoolControl
 from wire_daemon.runtime.runtimes import Runtime, build_runtime
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
@@ -116,7 +116,7 @@ class Daemon:
         check_paths(settings)
         self.settings = settings
         self.config_path = config_path
-        # Before anything writes to the state file: one daemon per state file (core/store.py).
+        # Before anything writes to the state file: one daemon per state file (persist/store.py).
         self.lock = StateLock(settings.state_path).acquire()
         try:
             self.store = StateStore(settings.state_path)

@@ -23,8 +23,8 @@ from typing import Any
 
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.journal import ControlChanged, Notice
-from wire_daemon.core.store import StateStore
 from wire_daemon.loop.mape import DecisionRecord
+from wire_daemon.persist.store import StateStore
 
 
 @dataclass(frozen=True)
