@@ -50,7 +50,7 @@ from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig, InstanceType
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.events import EventKind, TaskEvent
-from wire_daemon.core.instances import PENDING, RUNNING, TERMINATED, Instance
+from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.ports.prediction import DispatchEstimate
 
@@ -522,7 +522,11 @@ class EmulatedSite:
         self._request_negotiation()
 
     def _view(self, inst: _EmuInstance) -> Instance:
-        state = TERMINATED if not inst.alive else (RUNNING if inst.ready_time <= self.time else PENDING)
+        state = (
+            CloudState.TERMINATED
+            if not inst.alive
+            else (CloudState.RUNNING if inst.ready_time <= self.time else CloudState.PENDING)
+        )
         return Instance(inst.instance_id, inst.launch_time, inst.slots, state, instance_type=inst.instance_type)
 
 

@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 
 from wire_daemon.core.errors import WireError
-from wire_daemon.core.instances import LifecycleState, can_move
 from wire_daemon.core.journal import ControlChanged, Journal, NoticeBox
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.secrets import ScrubSecrets
@@ -86,13 +85,6 @@ class _JournalFormatter(logging.Formatter):
         return line
 
 
-class _NoDryRunEcho(logging.Filter):
-    """The guard's dry-run notes are in the decision line already: no second, WARNING copy."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name.endswith("guarded_cloud") and str(record.getMessage()).startswith("dry-run:"))
-
-
 def configure_logging(level: str = "INFO") -> None:
     """The service's log: one line per event, UTC timestamps, on stderr (the journal under systemd)."""
     root = logging.getLogger()
@@ -100,7 +92,6 @@ def configure_logging(level: str = "INFO") -> None:
         root.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JournalFormatter())
-    handler.addFilter(_NoDryRunEcho())
     handler.addFilter(ScrubSecrets())  # an SDK's debug line or an exception may quote a token or a header
     root.addHandler(handler)
     root.setLevel(level.upper())
@@ -444,19 +435,12 @@ class Daemon:
             self.metrics.stop()
 
     def _terminate_everything(self) -> list[str]:
-        """Terminate what is left, through the lifecycle, so status shows the instances as terminated."""
+        """Terminate what is left, through the loop's lifecycle, so status shows the instances as terminated."""
         live = [i.instance_id for i in self.runtime.instances()]
-        lifecycle = self.loop.lifecycle
-        going = [i for i in live if (st := lifecycle.state_of(i)) is not None and st.is_live]
-        lifecycle.move_all(
-            [i for i in going if can_move(lifecycle.state_of(i) or LifecycleState.BOOTING, LifecycleState.TERMINATING)],
-            LifecycleState.TERMINATING,
-        )
-        self.runtime.terminate_all()
+        going = [i for i in live if (st := self.loop.lifecycle.state_of(i)) is not None and st.is_live]
+        self.loop.terminate(live)
         still = {i.instance_id for i in self.runtime.instances()}
-        ended = [i for i in going if i not in still]
-        lifecycle.move_all(ended, LifecycleState.TERMINATED)
-        return ended
+        return [i for i in going if i not in still]
 
     def _final_record(self, now: float, reason: str, finished: bool, ended: list[str]) -> ShutdownRecord:
         """The run's last line in the decisions log: terminations after the last decision, why it stopped, counts."""
