@@ -100,17 +100,43 @@ def test_dry_run_is_swapped_in_and_out_on_reload(tmp_path):
     driver, clock = FakeDriver(), Clock(EPOCH)
     runtime = _runtime(tmp_path, driver, clock)
     provider_guard = runtime.cloud
+    (real,) = runtime.cloud.launch(1)
+    runtime.loop.iterate(clock.t)
     settings = runtime.settings
+
     runtime.reconfigure(replace(settings, safety=SafetyConfig(dry_run=True)))
     assert isinstance(runtime.cloud.driver, DryRunCloud) and runtime.loop.cloud is runtime.cloud
     (phantom,) = runtime.cloud.launch(1)
-    runtime.loop.iterate(clock.t)  # the loop's lifecycle follows the phantom pool
-    assert phantom.instance_id.startswith("dry-run-") and driver.launches == 0
+    runtime.loop.iterate(clock.t)  # the dry run's lifecycle follows the phantom pool only
+    assert phantom.instance_id.startswith("dry-run-") and driver.launches == 1
     assert runtime.lifecycle.state_of(phantom.instance_id) == LifecycleState.JOINED
-    assert runtime.store.instances(live_only=False) == []  # a phantom never reaches the state file
+    assert runtime.lifecycle.state_of(real.instance_id) is None
+    # The state file keeps the real pool as it was, and no phantom.
+    assert [(r.instance_id, r.state) for r in runtime.store.instances(live_only=False)] == [
+        (real.instance_id, LifecycleState.JOINED)
+    ]
 
     runtime.reconfigure(replace(settings, safety=SafetyConfig(dry_run=False, max_instances=3)))
     assert runtime.cloud.driver is driver and runtime.loop.cloud is runtime.cloud
     assert runtime.cloud is not provider_guard and runtime.cloud.config.max_instances == 3
-    assert [i.instance_id for i in runtime.cloud.launch(1)] == ["i-1"] and driver.launches == 1
+    assert runtime.lifecycle.state_of(real.instance_id) == LifecycleState.JOINED
+    assert [i.instance_id for i in runtime.cloud.launch(1)] == ["i-2"] and driver.launches == 2
+    runtime.store.close()
+
+
+def test_a_termination_held_back_by_a_running_job_happens_at_the_first_look_after_it(tmp_path):
+    driver, clock = FakeDriver(), Clock(EPOCH)
+    runtime = _runtime(tmp_path, driver, clock)
+    (up,) = runtime.cloud.launch(1)
+    busy = {"now": True}
+    runtime.cloud.holds_claims = lambda i: busy["now"]  # a drained slot still runs its last job
+    assert runtime.loop.terminate([up.instance_id]) == [] and up.instance_id in driver.live
+    (record,) = runtime.store.instances()
+    assert record.state == LifecycleState.TERMINATING  # the state file says what the lifecycle says
+    runtime.cloud.list_instances()
+    assert up.instance_id in driver.live
+    busy["now"] = False  # the job ended
+    runtime.cloud.list_instances()
+    assert up.instance_id not in driver.live
+    assert runtime.lifecycle.state_of(up.instance_id) == LifecycleState.TERMINATED
     runtime.store.close()

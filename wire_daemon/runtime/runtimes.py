@@ -198,9 +198,8 @@ class SubmitHostRuntime:
         self.settings = settings
         self.store = store
         self.journal = journal
-        # One lifecycle for every loop this runtime builds; the state file observes it (and the planned ends).
-        journal.subscribe(StoreRecorder(store))
-        self.lifecycle = Lifecycle(((r.instance_id, r.state) for r in store.instances()), journal=journal)
+        journal.subscribe(StoreRecorder(store))  # the state file observes the lifecycle and the planned ends
+        self.lifecycle = self._lifecycle()
         self.boosts = BoostLedger(store)
         journal.subscribe(self.boosts)
         self.sleep = sleep
@@ -227,6 +226,12 @@ class SubmitHostRuntime:
         if self.settings.condor.control == "off":
             return LoggedCondorControl()
         return build_condor_control(self.settings, self._job_id_of)
+
+    def _lifecycle(self) -> Lifecycle:
+        """The lifecycle its loops share: our instances, persisted; in dry-run the phantoms, kept nowhere."""
+        if self.settings.safety.dry_run:
+            return Lifecycle()
+        return Lifecycle(((r.instance_id, r.state) for r in self.store.instances()), journal=self.journal)
 
     def _guarded_cloud(self, driver: Cloud) -> GuardedCloud:
         """The guard over the provider, or in dry-run over a phantom pool that never calls it."""
@@ -299,8 +304,9 @@ class SubmitHostRuntime:
         if previous is not None:
             loop.pending_releases = previous.pending_releases
             loop.terminated = previous.terminated
-        else:  # a restart keeps every planned end the state file holds
-            loop.pending_releases = planned_ends(self.store)
+        else:  # a restart keeps every planned end the state file holds for the instances it follows
+            ends = planned_ends(self.store)
+            loop.pending_releases = {i: at for i, at in ends.items() if self.lifecycle.state_of(i) is not None}
         self.boosts.apply_to(loop)
         return loop
 
@@ -376,12 +382,24 @@ class SubmitHostRuntime:
 
     def reconfigure(self, settings: Settings) -> None:
         self.settings = settings  # the next rebuilt loop uses it too
-        if settings.safety.dry_run != isinstance(self.cloud.driver, DryRunCloud):  # swap the wrapper in or out
-            self.cloud = self._guarded_cloud(unwrap(self.cloud.driver))
-            self.loop.cloud = self.cloud
+        if settings.safety.dry_run != isinstance(self.cloud.driver, DryRunCloud):
+            self._swap_dry_run()
         self.cloud.config = settings.safety.validate()
         self.cloud.billing = settings.steering.billing
         _apply_steering(self.loop, settings)
+
+    def _swap_dry_run(self) -> None:
+        """A reload flipped ``safety.dry_run``: go on as a restart into the new mode would.
+
+        Into dry-run: a phantom pool, followed by a lifecycle of its own (the
+        state file keeps the real pool as it was). Out of it: the real pool
+        from the state file and the cloud (the reconcile a dry run skipped),
+        with its planned ends.
+        """
+        self.lifecycle = self._lifecycle()
+        self.cloud = self._guarded_cloud(unwrap(self.cloud.driver))
+        self._reconcile()
+        self.loop = self._new_loop(previous=None)
 
     def workflows(self) -> list[dict[str, Any]]:
         """Those followed now (their progress from the loop's RunState), then the latest finished ones."""
