@@ -8,7 +8,7 @@ Two views of an instance, kept apart on purpose:
   draining, terminating, terminated, or vanished (gone without us asking).
   Its allowed transitions live here and nowhere else. ``Lifecycle`` is its
   one writer: it checks each move and publishes it on the journal, where the
-  state file (``persist``) and ``wire-daemon status`` observe it.
+  state file (``persist.recorder``) observes it; ``wire-daemon status`` shows it.
 """
 
 from __future__ import annotations
