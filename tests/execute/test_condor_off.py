@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
-from wire_daemon.core.store import StateStore
 from wire_daemon.execute.condor_control import HTCondorControl, LoggedCondorControl
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
+from wire_daemon.persist.store import StateStore
 from wire_daemon.ports.condor import SubmitHostCondor
 
 

@@ -10,10 +10,10 @@ from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfi
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal
-from wire_daemon.core.store import StateStore
 from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 from wire_daemon.execute.guarded_cloud import SafetyConfig
 from wire_daemon.loop.mape import MapeLoop
+from wire_daemon.persist.store import StateStore
 from wire_daemon.plan.baselines import PureReactivePolicy
 from wire_daemon.plan.shapes import ShapedPolicy
 from wire_daemon.runtime import assembly, policies, replay, runtimes

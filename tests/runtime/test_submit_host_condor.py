@@ -5,9 +5,9 @@ from __future__ import annotations
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal, NoticeBox
-from wire_daemon.core.store import StateStore
 from wire_daemon.execute.condor_control import HTCondorControl
 from wire_daemon.execute.guarded_cloud import SafetyConfig
+from wire_daemon.persist.store import StateStore
 from wire_daemon.runtime import runtimes
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings
 

@@ -22,8 +22,8 @@ import pytest
 from wire_daemon.cli.main import main
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
-from wire_daemon.core.store import SCHEMA_VERSION, StateStore
 from wire_daemon.loop.schedule import release_until
+from wire_daemon.persist.store import SCHEMA_VERSION, StateStore
 from wire_daemon.ports.policy import PlanResult, SteeringDecision
 from wire_daemon.runtime.control import ControlledPolicy, PoolControl
 from wire_daemon.runtime.settings import load_settings

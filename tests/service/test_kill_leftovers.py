@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from wire_daemon.core.store import StateStore
+from wire_daemon.persist.store import StateStore
 from wire_daemon.service.decisions_log import DecisionsLog
 
 # The slow tier (-m slow): every test starts the CLI as a process and kills it.
@@ -49,7 +49,7 @@ def test_a_kill_inside_a_state_write_leaves_the_state_whole_and_nothing_behind(t
     store.set_meta("kept", "yes")
     store.close()
     _killed_inside(
-        "import time; from wire_daemon.core.store import StateStore; "
+        "import time; from wire_daemon.persist.store import StateStore; "
         f"store = StateStore({str(state)!r}); tx = store._transaction(); tx.__enter__(); "
         "store._db.execute(\"INSERT OR REPLACE INTO meta VALUES ('kept', 'half-written')\"); "
         "print('inside', flush=True); time.sleep(120)"

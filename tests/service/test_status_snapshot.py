@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from wire_daemon.core.store import StateStore
+from wire_daemon.persist.store import StateStore
 from wire_daemon.service.status import (
     STATUS_KEY,
     ControlStatus,

@@ -12,9 +12,9 @@ from wire_daemon.cli.main import main
 from wire_daemon.core.config import EmulationConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.journal import Journal
-from wire_daemon.core.store import StateStore
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.guarded_cloud import SafetyConfig
+from wire_daemon.persist.store import StateStore
 from wire_daemon.runtime.runtimes import SubmitHostRuntime
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings, load_settings
 from wire_daemon.service.daemon import Daemon

@@ -22,7 +22,7 @@ from typing import Any
 
 from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.secrets import redact
-from wire_daemon.core.store import StateStore
+from wire_daemon.persist.store import StateStore
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.status import StatusReport, open_state_file, read_status
 from wire_daemon.service.status_text import render_status

@@ -55,7 +55,7 @@ from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig, InstanceType
 from wire_daemon.core.errors import CloudCapacityError, ConfigError
 from wire_daemon.core.events import EventKind, TaskEvent
-from wire_daemon.core.instances import PENDING, RUNNING, TERMINATED, Instance
+from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.pricing import DEFAULT_SPOT_PRICE_RATIO, Market, Offer, money, unit_priced
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.market import Reclaimer, SpotMarket, storm_time
@@ -615,7 +615,11 @@ class EmulatedSite:
         self._request_negotiation()
 
     def _view(self, inst: _EmuInstance) -> Instance:
-        state = TERMINATED if not inst.alive else (RUNNING if inst.ready_time <= self.time else PENDING)
+        state = (
+            CloudState.TERMINATED
+            if not inst.alive
+            else (CloudState.RUNNING if inst.ready_time <= self.time else CloudState.PENDING)
+        )
         return Instance(
             inst.instance_id, inst.launch_time, inst.slots, state, instance_type=inst.instance_type, market=inst.market
         )

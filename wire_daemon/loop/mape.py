@@ -18,7 +18,7 @@ import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.errors import CloudError
-from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
+from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState, can_move
 from wire_daemon.core.journal import (
     InstanceReleased,
     InstancesLaunched,
@@ -175,7 +175,8 @@ class MapeLoop:
         self.steering = steering
         self.boost = PriorityBoost(state, steering.boost_first_tasks if boost else 0, steering.boost_priority)
         self.last_plan: PlanResult | None = None
-        self.pending_releases: dict[str, float] = {}  # drained instance -> termination time
+        # Drained instance -> its termination time; published (InstanceReleased), so a state file keeps it.
+        self.pending_releases: dict[str, float] = {}
         self.terminated: list[str] = []  # since the last record: timed releases happen between iterations
         self.journal = journal or Journal()
         self.lifecycle = lifecycle or Lifecycle()
@@ -245,18 +246,27 @@ class MapeLoop:
             return []
         due = [i for i, at in self.pending_releases.items() if at <= now]
         if due:
-            self.lifecycle.move_all([i for i in due if self._is_live(i)], LifecycleState.TERMINATING)
-            ended = self.cloud.terminate(due)
-            self.lifecycle.move_all(ended, LifecycleState.TERMINATED)
+            self.terminate(due)
             for instance_id in due:
                 del self.pending_releases[instance_id]
             self.terminated.extend(due)
             self.journal.publish(InstancesTerminated(now, tuple(due)))
         return due
 
+    def terminate(self, instance_ids: list[str]) -> list[str]:
+        """Terminate now, through the lifecycle: terminating before the cloud call, terminated after; those ended."""
+        self.lifecycle.move_all([i for i in instance_ids if self._can_terminate(i)], LifecycleState.TERMINATING)
+        ended = list(self.cloud.terminate(instance_ids))
+        self.lifecycle.move_all(ended, LifecycleState.TERMINATED)
+        return ended
+
     def _is_live(self, instance_id: str) -> bool:
         state = self.lifecycle.state_of(instance_id)
         return state is not None and state.is_live
+
+    def _can_terminate(self, instance_id: str) -> bool:
+        state = self.lifecycle.state_of(instance_id)
+        return state is not None and can_move(state, LifecycleState.TERMINATING)
 
     def take_terminated(self) -> list[str]:
         done, self.terminated = self.terminated, []

@@ -33,19 +33,21 @@ import numpy as np
 from wire_daemon.analyze.memory import MemoryRightsizer
 from wire_daemon.core.errors import CloudError
 from wire_daemon.core.events import EventKind
-from wire_daemon.core.instances import Instance, Lifecycle
+from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
 from wire_daemon.core.journal import Journal, Notice, TasksBoosted, cloud_error
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.core.store import StateStore
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.condor_control import LoggedCondorControl
+from wire_daemon.execute.dry_run import DryRunCloud, dry_run_guard, unwrap
 from wire_daemon.execute.guarded_cloud import GuardedCloud
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.monitor.combine import split_task_id
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations, TrackedWorkflow
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
+from wire_daemon.persist.recorder import StoreRecorder
+from wire_daemon.persist.store import StateStore
 from wire_daemon.ports import Cloud
 from wire_daemon.ports.condor import SubmitHostCondor
 from wire_daemon.ports.memory import MemoryControl
@@ -83,8 +85,6 @@ class Runtime(Protocol):
 
     def flush_notes(self) -> None:
         """Publish what the site has to say since the last call (input problems, dry-run condor calls)."""
-
-    def terminate_all(self) -> None: ...
 
     def reconfigure(self, settings: Settings) -> None:
         """Apply reloaded settings (steering; safety on a real cloud) to the running loop."""
@@ -159,9 +159,6 @@ class EmulatedRuntime:
     def flush_notes(self) -> None:
         pass  # the emulated world has no input problems and runs its own condor
 
-    def terminate_all(self) -> None:
-        self.site.terminate([i.instance_id for i in self.site.list_instances()])
-
     def reconfigure(self, settings: Settings) -> None:
         _apply_steering(self.loop, settings)
 
@@ -197,8 +194,8 @@ class SubmitHostRuntime:
         self.settings = settings
         self.store = store
         self.journal = journal
-        # One lifecycle for every loop this runtime builds, persisted in the state file.
-        self.lifecycle = Lifecycle(((r.instance_id, r.state) for r in store.instances()), on_move=store.set_lifecycle)
+        journal.subscribe(StoreRecorder(store))  # the state file observes the lifecycle and the planned ends
+        self.lifecycle = self._lifecycle()
         self.boosts = BoostLedger(store)
         journal.subscribe(self.boosts)
         self.sleep = sleep
@@ -226,7 +223,25 @@ class SubmitHostRuntime:
             return LoggedCondorControl()
         return build_condor_control(self.settings, self._job_id_of)
 
+    def _lifecycle(self) -> Lifecycle:
+        """The lifecycle its loops share: our instances, persisted; in dry-run the phantoms, kept nowhere."""
+        if self.settings.safety.dry_run:
+            return Lifecycle()
+        return Lifecycle(((r.instance_id, r.state) for r in self.store.instances()), journal=self.journal)
+
     def _guarded_cloud(self, driver: Cloud) -> GuardedCloud:
+        """The guard over the provider, or in dry-run over a phantom pool that never calls it."""
+        prices = {t.name: t.price for t in self.settings.steering.instance_types}
+        if self.settings.safety.dry_run:
+            return dry_run_guard(
+                driver,
+                self.settings.safety,
+                self.settings.steering.billing,
+                self.clock,
+                self.journal,
+                self.condor.holds_claims,
+                prices,
+            )
         return GuardedCloud(
             driver,
             self.store,
@@ -236,7 +251,8 @@ class SubmitHostRuntime:
             journal=self.journal,
             joined=self.condor.has_joined,
             holds_claims=self.condor.holds_claims,
-            prices={t.name: t.price for t in self.settings.steering.instance_types},
+            prices=prices,
+            lifecycle=self.lifecycle,
         )
 
     def _reconcile(self) -> None:
@@ -268,6 +284,9 @@ class SubmitHostRuntime:
         if previous is not None:
             loop.pending_releases = previous.pending_releases
             loop.terminated = previous.terminated
+        else:  # a restart keeps every planned end the state file holds for the instances it follows
+            ends = planned_ends(self.store)
+            loop.pending_releases = {i: at for i, at in ends.items() if self.lifecycle.state_of(i) is not None}
         self.boosts.apply_to(loop)
         return loop
 
@@ -338,14 +357,26 @@ class SubmitHostRuntime:
         for line in notes:
             self.journal.publish(Notice(line))
 
-    def terminate_all(self) -> None:
-        self.cloud.terminate([i.instance_id for i in self.cloud.list_instances()])
-
     def reconfigure(self, settings: Settings) -> None:
         self.settings = settings  # the next rebuilt loop uses it too
+        if settings.safety.dry_run != isinstance(self.cloud.driver, DryRunCloud):
+            self._swap_dry_run()
         self.cloud.config = settings.safety.validate()
         self.cloud.billing = settings.steering.billing
         _apply_steering(self.loop, settings)
+
+    def _swap_dry_run(self) -> None:
+        """A reload flipped ``safety.dry_run``: go on as a restart into the new mode would.
+
+        Into dry-run: a phantom pool, followed by a lifecycle of its own (the
+        state file keeps the real pool as it was). Out of it: the real pool
+        from the state file and the cloud (the reconcile a dry run skipped),
+        with its planned ends.
+        """
+        self.lifecycle = self._lifecycle()
+        self.cloud = self._guarded_cloud(unwrap(self.cloud.driver))
+        self._reconcile()
+        self.loop = self._new_loop(previous=None)
 
     def workflows(self) -> list[dict[str, Any]]:
         """Those followed now (their progress from the loop's RunState), then the latest finished ones."""
@@ -416,6 +447,15 @@ def _summarised(notes: list[str]) -> list[str]:
     boosts = [n for n in notes if "JobPrio" in n]
     others = [n for n in notes if "JobPrio" not in n]
     return ([f"condor control off: would boost JobPrio of {len(boosts)} task(s)"] if boosts else []) + others
+
+
+def planned_ends(store: StateStore) -> dict[str, float]:
+    """The drained instances' termination times, as the state file keeps them."""
+    return {
+        r.instance_id: r.release_at
+        for r in store.instances()
+        if r.release_at is not None and r.state == LifecycleState.DRAINING
+    }
 
 
 def memory_sizer(

@@ -15,7 +15,7 @@ silently. An exception inside an iteration is logged and the loop goes on;
 iterations failing in a row, or a crash loop across restarts, put the daemon
 in its safe state (``service/safe_state.py``): it keeps watching and changes
 nothing in the pool until iterations succeed again. One daemon per state file:
-it holds the file's lock (``core/store.py``) for its life.
+it holds the file's lock (``persist/store.py``) for its life.
 Every run ends with a shutdown record in the decisions log (why it stopped,
 the final counts) and a final status snapshot.
 
@@ -46,13 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import WireError
-from wire_daemon.core.instances import Instance, LifecycleState, can_move
+from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import ControlChanged, Journal, NoticeBox
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.secrets import ScrubSecrets
-from wire_daemon.core.store import StateLock, StateStore
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
+from wire_daemon.persist.store import StateLock, StateStore
 from wire_daemon.runtime.control import PoolControl
 from wire_daemon.runtime.runtimes import Runtime, build_runtime
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
@@ -99,13 +99,6 @@ class _JournalFormatter(logging.Formatter):
         return line
 
 
-class _NoDryRunEcho(logging.Filter):
-    """The guard's dry-run notes are in the decision line already: no second, WARNING copy."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name.endswith("guarded_cloud") and str(record.getMessage()).startswith("dry-run:"))
-
-
 def configure_logging(level: str = "INFO") -> None:
     """The service's log: one line per event, UTC timestamps, on stderr (the journal under systemd)."""
     root = logging.getLogger()
@@ -113,7 +106,6 @@ def configure_logging(level: str = "INFO") -> None:
         root.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JournalFormatter())
-    handler.addFilter(_NoDryRunEcho())
     handler.addFilter(ScrubSecrets())  # an SDK's debug line or an exception may quote a token or a header
     root.addHandler(handler)
     root.setLevel(level.upper())
@@ -129,7 +121,7 @@ class Daemon:
         check_paths(settings)
         self.settings = settings
         self.config_path = config_path
-        # Before anything writes to the state file: one daemon per state file (core/store.py).
+        # Before anything writes to the state file: one daemon per state file (persist/store.py).
         self.lock = StateLock(settings.state_path).acquire()
         try:
             self.store = StateStore(settings.state_path)
@@ -456,19 +448,12 @@ class Daemon:
             self.metrics.stop()
 
     def _terminate_everything(self) -> list[str]:
-        """Terminate what is left, through the lifecycle, so status shows the instances as terminated."""
+        """Terminate what is left, through the loop's lifecycle, so status shows the instances as terminated."""
         live = [i.instance_id for i in self.runtime.instances()]
-        lifecycle = self.loop.lifecycle
-        going = [i for i in live if (st := lifecycle.state_of(i)) is not None and st.is_live]
-        lifecycle.move_all(
-            [i for i in going if can_move(lifecycle.state_of(i) or LifecycleState.BOOTING, LifecycleState.TERMINATING)],
-            LifecycleState.TERMINATING,
-        )
-        self.runtime.terminate_all()
+        going = [i for i in live if (st := self.loop.lifecycle.state_of(i)) is not None and st.is_live]
+        self.loop.terminate(live)
         still = {i.instance_id for i in self.runtime.instances()}
-        ended = [i for i in going if i not in still]
-        lifecycle.move_all(ended, LifecycleState.TERMINATED)
-        return ended
+        return [i for i in going if i not in still]
 
     def _final_record(self, now: float, reason: str, finished: bool, ended: list[str]) -> ShutdownRecord:
         """The run's last line in the decisions log: terminations after the last decision, why it stopped, counts."""

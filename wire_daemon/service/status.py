@@ -28,7 +28,7 @@ import numpy as np
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.core.store import StateStore
+from wire_daemon.persist.store import StateStore
 from wire_daemon.runtime.control import PoolControl
 from wire_daemon.service.wording import is_virtual
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from wire_daemon.core.errors import CloudConfigError, ConfigError
-from wire_daemon.core.instances import LIVE_STATES, UNUSABLE_STATES, Instance
+from wire_daemon.core.instances import LIVE_STATES, UNUSABLE_STATES, CloudState, Instance
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.secrets import shown
 from wire_daemon.execute.providers.retry import Retrier
@@ -192,7 +192,7 @@ class CloudDriver(ABC):
     # -- what each cloud implements -----------------------------------------
 
     @abstractmethod
-    def _list_owned(self, states: frozenset[str], ids: Sequence[str] | None) -> list[Instance]:
+    def _list_owned(self, states: frozenset[CloudState], ids: Sequence[str] | None) -> list[Instance]:
         """One try: our instances in ``states`` (restricted to ``ids`` if given). Raises CloudError."""
 
     @abstractmethod

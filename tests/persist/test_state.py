@@ -4,7 +4,7 @@ import pytest
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.instances import LifecycleState
-from wire_daemon.core.store import InstanceRecord, StateStore
+from wire_daemon.persist.store import InstanceRecord, StateStore
 
 
 def test_everything_survives_a_reopen(tmp_path):
@@ -78,6 +78,7 @@ def test_lifecycle_states_persist_and_a_schema_1_file_is_migrated(tmp_path):
     path = tmp_path / "old.sqlite"
     StateStore(path).close()
     db = sqlite3.connect(path)  # rewrite it as a schema-1 file: the cloud's word in the state column
+    db.execute("ALTER TABLE instances DROP COLUMN release_at")  # not there before schema 4
     db.execute("PRAGMA user_version = 1")
     rows = [
         ("i-live", "running", None, None),
@@ -99,3 +100,25 @@ def test_lifecycle_states_persist_and_a_schema_1_file_is_migrated(tmp_path):
     store.set_lifecycle("i-live", LifecycleState.DRAINING)
     store.close()
     assert StateStore(path).instances()[0].state == LifecycleState.DRAINING
+
+
+def test_a_planned_end_survives_a_reopen_and_a_schema_3_file_gains_the_column(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "v3.sqlite"
+    StateStore(path).close()
+    db = sqlite3.connect(path)  # a schema-3 file: instances without release_at
+    db.execute("ALTER TABLE instances DROP COLUMN release_at")
+    db.execute("INSERT INTO instances VALUES ('i-old', NULL, 0, 0, 4, '', 'joined', NULL, NULL)")
+    db.execute("PRAGMA user_version = 3")
+    db.commit()
+    db.close()
+
+    store = StateStore(path)
+    assert [(r.instance_id, r.state, r.release_at) for r in store.instances()] == [
+        ("i-old", LifecycleState.JOINED, None)
+    ]
+    store.set_lifecycle("i-old", LifecycleState.DRAINING)
+    store.set_release_at("i-old", 3540.0)
+    store.close()
+    assert StateStore(path).instances()[0].release_at == 3540.0

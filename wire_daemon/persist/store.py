@@ -38,7 +38,8 @@ from typing import Any
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.instances import LifecycleState
 
-# 2: instances.state holds the lifecycle state (core.instances); 3: the controls table; 4: no decisions table
+# 2: instances.state holds the lifecycle state (core.instances); 3: the controls table;
+# 4: instances.release_at, and no decisions table
 SCHEMA_VERSION = 4
 
 _SCHEMA = """
@@ -52,7 +53,8 @@ CREATE TABLE IF NOT EXISTS instances (
     address TEXT NOT NULL DEFAULT '',
     state TEXT NOT NULL,              -- a LifecycleState value
     ended_at REAL,
-    end_reason TEXT
+    end_reason TEXT,
+    release_at REAL                   -- drained: when it is to be terminated (its paid unit's end)
 );
 CREATE TABLE IF NOT EXISTS launch_requests (
     request_id TEXT PRIMARY KEY,
@@ -85,6 +87,7 @@ class InstanceRecord:
     state: LifecycleState
     ended_at: float | None = None
     end_reason: str | None = None
+    release_at: float | None = None  # drained: the planned end, kept across a restart
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,9 @@ class StateStore:
                 self._db.execute(_V1_STATES)
             # Up to schema 3 every decision was copied here too; its pages go back to the file's free list.
             self._db.execute("DROP TABLE IF EXISTS decisions")
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(instances)")}
+            if "release_at" not in columns:  # a table older than schema 4: CREATE IF NOT EXISTS left it as it was
+                self._db.execute("ALTER TABLE instances ADD COLUMN release_at REAL")
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _transaction(self) -> _Tx:
@@ -248,7 +254,7 @@ class StateStore:
     def record_instance(self, record: InstanceRecord) -> None:
         with self._transaction():
             self._db.execute(
-                "INSERT OR REPLACE INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.instance_id,
                     record.request_id,
@@ -259,6 +265,7 @@ class StateStore:
                     LifecycleState(record.state).value,
                     record.ended_at,
                     record.end_reason,
+                    record.release_at,
                 ),
             )
 
@@ -275,6 +282,11 @@ class StateStore:
     def set_lifecycle(self, instance_id: str, state: LifecycleState) -> None:
         with self._transaction():
             self._db.execute("UPDATE instances SET state = ? WHERE instance_id = ?", (state.value, instance_id))
+
+    def set_release_at(self, instance_id: str, release_at: float) -> None:
+        """When a drained instance is to be terminated: a restarted daemon keeps that plan."""
+        with self._transaction():
+            self._db.execute("UPDATE instances SET release_at = ? WHERE instance_id = ?", (release_at, instance_id))
 
     def instances(self, live_only: bool = True) -> list[InstanceRecord]:
         """Our instances; live ones are those not ended (a terminating one still counts until it is gone)."""
@@ -366,7 +378,16 @@ def _like_prefix(prefix: str) -> str:
 
 def _instance_record(row: tuple[Any, ...]) -> InstanceRecord:
     """One ``instances`` row, its columns in the schema's order."""
-    instance_id, request_id, launch_time, unit_start, slots, address, state, ended_at, end_reason = row
+    instance_id, request_id, launch_time, unit_start, slots, address, state, ended_at, end_reason, release_at = row
     return InstanceRecord(
-        instance_id, request_id, launch_time, unit_start, slots, address, LifecycleState(state), ended_at, end_reason
+        instance_id,
+        request_id,
+        launch_time,
+        unit_start,
+        slots,
+        address,
+        LifecycleState(state),
+        ended_at,
+        end_reason,
+        release_at,
     )
