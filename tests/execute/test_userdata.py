@@ -72,7 +72,7 @@ def test_execute_config_has_the_knobs_a_worker_needs():
     assert k["SLOT_TYPE_1"] == "cpus=1" and k["SLOT_TYPE_1_PARTITIONABLE"] == "False"
     assert "NUM_SLOTS" not in k and "use feature" not in k
     assert k["WirePool"] == '"montage"'
-    assert k["STARTD_ATTRS"].split() == ["$(STARTD_ATTRS)", "WirePool", "WireInstanceId"]
+    assert k["STARTD_ATTRS"].split() == ["$(STARTD_ATTRS)", "WirePool", "WireInstanceId", "WireMarket"]
     assert k["STARTD_NOCLAIM_SHUTDOWN"] == "1800"
     assert "STARTD_StartTime" in k["MASTER.DAEMON_SHUTDOWN"]
     assert k["DEFAULT_MASTER_SHUTDOWN_SCRIPT"] == "/usr/local/sbin/wire-worker-poweroff"
