@@ -207,11 +207,11 @@ def test_policy_releases_an_idle_instance_at_its_unit_end_and_keeps_the_minimal_
 
 def test_config_is_validated():
     with pytest.raises(ConfigError, match="pfa.smoothing"):
-        PFAConfig(smoothing="median").validate()
+        PFAConfig(smoothing="median")
     with pytest.raises(ConfigError, match="pfa.ewma_alpha"):
-        PFAConfig(ewma_alpha=1.0).validate()
+        PFAConfig(ewma_alpha=1.0)
     with pytest.raises(ConfigError, match="pfa.ma_window"):
-        ReplayConfig(pfa=PFAConfig(ma_window=0)).validate()
+        ReplayConfig(pfa=PFAConfig(ma_window=0))
 
 
 # --- replays --------------------------------------------------------------------

@@ -193,7 +193,7 @@ def _replay_config(args: argparse.Namespace) -> ReplayConfig:
         time_scale=args.time_scale,
         seed=args.seed,
     )
-    return ReplayConfig(PredictionConfig(), steering, emulation).validate()
+    return ReplayConfig(PredictionConfig(), steering, emulation)
 
 
 def _replay(args: argparse.Namespace) -> int:

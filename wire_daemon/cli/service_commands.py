@@ -122,7 +122,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             trace=overrides["trace"] or site.trace,
             speedup=overrides["speedup"] or site.speedup,
         )
-        settings = replace(settings, site=site).validate()
+        settings = replace(settings, site=site)
     return settings
 
 
@@ -206,13 +206,13 @@ def _daemon_id(settings: Settings) -> str:
 
 
 def _token_reference(settings: Settings) -> Any:
+    from wire_daemon.execute.providers import provider
     from wire_daemon.execute.providers.base import TokenReference
 
     worker = settings.cloud.worker
     if not worker:
         return None
-    default = {"ec2": "ssm", "openstack": "barbican"}.get(settings.cloud.kind, "")
-    delivery = str(worker.get("token_delivery") or default)
+    delivery = str(worker.get("token_delivery") or provider(settings.cloud.kind).default_delivery)
     return TokenReference(delivery, str(worker.get("token_source", "")), str(worker.get("aws_region", "")))
 
 

@@ -109,7 +109,6 @@ class ReplayResult:
 
 def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bool = True) -> ReplayResult:
     """Run ``workflow`` to completion on the emulated site under one policy."""
-    config.validate()
     steering, emulation = config.steering, config.emulation
     if policy_name == "full-site":
         emulation = replace(emulation, initial_instances=steering.max_instances)

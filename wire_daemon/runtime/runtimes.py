@@ -365,7 +365,7 @@ class SubmitHostRuntime:
 
     def reconfigure(self, settings: Settings) -> None:
         self.settings = settings  # the next rebuilt loop uses it too
-        self.cloud.config = settings.safety.validate()
+        self.cloud.config = settings.safety
         self.cloud.billing = settings.steering.billing
         _apply_steering(self.loop, settings)
 

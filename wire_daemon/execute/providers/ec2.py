@@ -17,14 +17,18 @@ import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlparse
 
+from pydantic import Field
+
+from wire_daemon.core.config import SLOTS_PER_INSTANCE
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
 from wire_daemon.core.secrets import shown
+from wire_daemon.core.sections import check, section
 from wire_daemon.execute.providers.base import (
     DENIED,
     NOT_FOUND,
@@ -34,11 +38,15 @@ from wire_daemon.execute.providers.base import (
     TAG_REQUEST,
     WORKS,
     CloudDriver,
+    NotFound,
     Ownership,
     ProbeCheck,
+    Provider,
     TokenReference,
+    Unusable,
     slots_from,
 )
+from wire_daemon.execute.providers.base import check as probe_check
 from wire_daemon.execute.providers.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -64,31 +72,28 @@ _EC2_STATES = {
 }
 
 
-@dataclass(frozen=True)
+@section("cloud.ec2")
 class Ec2Config:
-    region: str
-    image_id: str
-    instance_type: str
+    """``cloud.ec2``; the slots per worker are steering.slots_per_instance (an instance type does not say)."""
+
+    region: Annotated[str, Field(min_length=1)]
+    image_id: Annotated[str, Field(min_length=1)]
+    instance_type: Annotated[str, Field(min_length=1)]
     subnet_id: str = ""
     security_group_ids: tuple[str, ...] = ()
     key_name: str = ""
     instance_profile: str = ""  # the workers' IAM instance profile: a name or an ARN
-    slots_per_instance: int = 4  # Condor slots per worker: an instance type does not say
     endpoint_url: str = ""  # a VPC endpoint, or a test server
     extra_tags: dict[str, str] = field(default_factory=dict)  # e.g. cost allocation
 
-    def validate(self) -> Ec2Config:
-        for key in ("region", "image_id", "instance_type"):
-            if not getattr(self, key):
-                raise ConfigError(f"cloud.ec2.{key} is required")
+    def __post_init__(self) -> None:
         check_endpoint(self.endpoint_url)
         check_region(self.region, custom_endpoint=bool(self.endpoint_url))
         check_ids(self)
-        if self.slots_per_instance < 1:
-            raise ConfigError(f"cloud.ec2.slots_per_instance must be >= 1 (got {self.slots_per_instance!r})")
-        if any(k.startswith("wire:") or k.startswith("aws:") for k in self.extra_tags):
-            raise ConfigError("cloud.ec2.extra_tags must not use the reserved prefixes 'wire:' or 'aws:'")
-        return self
+        check(
+            not any(k.startswith("wire:") or k.startswith("aws:") for k in self.extra_tags),
+            "cloud.ec2.extra_tags must not use the reserved prefixes 'wire:' or 'aws:'",
+        )
 
 
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
@@ -197,9 +202,10 @@ class Ec2Driver(CloudDriver):
         user_data: str,
         client: Any | None = None,
         retrier: Retrier | None = None,
+        slots_per_instance: int = SLOTS_PER_INSTANCE,
     ) -> None:
-        self.config = config.validate()
-        super().__init__(ownership, config.slots_per_instance, user_data, retrier)
+        self.config = config
+        super().__init__(ownership, user_data, retrier, slots_per_instance)
         self.client = client if client is not None else make_client(config)
 
     # -- one try of each call -----------------------------------------------
@@ -430,7 +436,6 @@ def probe(
     permission with this pool's tags), and the pool token's metadata
     (SSM DescribeParameters or Secrets Manager DescribeSecret: never its value).
     """
-    config = config.validate()
     try:
         ec2 = client if client is not None else make_client(config)
     except Exception as exc:  # noqa: BLE001 - e.g. no region: one line, not a traceback
@@ -551,7 +556,7 @@ def _probe_token(config: Ec2Config, token: TokenReference, ssm: Any | None) -> l
     def describe() -> Any:
         reply = client.describe_parameters(ParameterFilters=[{"Key": "Name", "Option": "Equals", "Values": [name]}])
         if not reply.get("Parameters"):
-            raise _NotFound(f"no SSM parameter named {name}")
+            raise NotFound(f"no SSM parameter named {name}")
         return reply
 
     return [
@@ -565,10 +570,6 @@ def _probe_token(config: Ec2Config, token: TokenReference, ssm: Any | None) -> l
     ]
 
 
-class _NotFound(Exception):
-    pass
-
-
 def _parameter_name(source: str) -> str:
     """An SSM parameter's name from a name or an ARN (``arn:aws:ssm:...:parameter/wire/x`` is ``/wire/x``)."""
     if source.startswith("arn:"):
@@ -577,30 +578,26 @@ def _parameter_name(source: str) -> str:
     return source
 
 
-class _Unusable(Exception):
-    """It exists, and a launch with it would fail all the same."""
-
-
 def _image_summary(reply: dict[str, Any], seen: dict[str, Any]) -> str:
     images = reply.get("Images", [])
     if not images:
-        raise _NotFound("no such image visible to this account")
+        raise NotFound("no such image visible to this account")
     image = images[0]
     seen.update(image)
     if image.get("State", "available") != "available":
-        raise _Unusable(f"{image.get('Name', '?')} is {image.get('State')}, not available: launches would fail")
+        raise Unusable(f"{image.get('Name', '?')} is {image.get('State')}, not available: launches would fail")
     return f"{image.get('Name', '?')} ({image.get('State', '?')}, {image.get('Architecture', '?')})"
 
 
 def _type_summary(reply: dict[str, Any], image: dict[str, Any]) -> str:
     types = reply.get("InstanceTypes", [])
     if not types:
-        raise _NotFound("no such instance type in this region")
+        raise NotFound("no such instance type in this region")
     found = types[0]
     arches = found.get("ProcessorInfo", {}).get("SupportedArchitectures", [])
     wanted = image.get("Architecture")
     if wanted and arches and wanted not in arches:
-        raise _Unusable(f"it runs {', '.join(arches)}; the image is {wanted}")
+        raise Unusable(f"it runs {', '.join(arches)}; the image is {wanted}")
     vcpus = found.get("VCpuInfo", {}).get("DefaultVCpus", "?")
     return f"{vcpus} vCPU, {found.get('MemoryInfo', {}).get('SizeInMiB', '?')} MiB, {', '.join(arches) or '?'}"
 
@@ -608,32 +605,19 @@ def _type_summary(reply: dict[str, Any], image: dict[str, Any]) -> str:
 def _region_summary(reply: dict[str, Any], config: Ec2Config) -> str:
     regions = reply.get("Regions", [])
     if not regions:
-        raise _NotFound(f"this account sees no region {config.region}")
+        raise NotFound(f"this account sees no region {config.region}")
     region = regions[0]
     status = region.get("OptInStatus", "")
     if status == "not-opted-in":
-        raise _Unusable(f"{config.region} is not enabled for this account (an opt-in region)")
+        raise Unusable(f"{config.region} is not enabled for this account (an opt-in region)")
     endpoint = config.endpoint_url or region.get("Endpoint", "?")
     return f"endpoint {endpoint}" + (f" ({status})" if status else "")
 
 
 def _check(
-    call: str,
-    subject: str,
-    fn: Callable[[], Any],
-    summary: Callable[[Any], str],
-    needed_by: str = "the daemon",
+    call: str, subject: str, fn: Callable[[], Any], summary: Callable[[Any], str], needed_by: str = "the daemon"
 ) -> ProbeCheck:
-    try:
-        reply = fn()
-        return ProbeCheck(call, subject, WORKS, summary(reply), needed_by)
-    except _NotFound as exc:
-        return ProbeCheck(call, subject, NOT_FOUND, str(exc), needed_by)
-    except _Unusable as exc:
-        return ProbeCheck(call, subject, PROBE_FAILED, str(exc), needed_by)
-    except Exception as exc:  # noqa: BLE001 - every answer becomes one line
-        outcome, detail = _outcome(exc)
-        return ProbeCheck(call, subject, outcome, detail, needed_by)
+    return probe_check(call, subject, fn, summary, _outcome, needed_by)
 
 
 def _outcome(exc: Exception) -> tuple[str, str]:
@@ -667,3 +651,15 @@ def _short(text: str) -> str:
     """One line: the first line of a message, XML wrappers dropped."""
     found = re.search(r"<Message>(.*?)</Message>", text, re.S)
     return CloudError.clean(found.group(1) if found else text)
+
+
+PROVIDER = Provider(
+    name="ec2",
+    config=Ec2Config,
+    driver=Ec2Driver,
+    probe=probe,
+    extra="ec2",
+    sdk="boto3",
+    deliveries=("ssm", "secretsmanager", "file", "inline"),
+    loggers=("botocore", "boto3", "urllib3"),
+)
