@@ -19,6 +19,7 @@ from wire_daemon.core.sections import ELSEWHERE
 from wire_daemon.execute.providers import PROVIDERS
 from wire_daemon.execute.providers.ec2 import Ec2Config
 from wire_daemon.execute.userdata import WorkerConfig
+from wire_daemon.runtime.policies import option_sections
 from wire_daemon.runtime.settings import Settings, load_settings
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::PendingDeprecationWarning")
@@ -46,7 +47,9 @@ def _keys(cls: type, prefix: str = "") -> set[str]:
 
 
 def accepted_keys() -> set[str]:
-    keys = _keys(Settings) - {"cloud.providers", "cloud.worker"}
+    keys = _keys(Settings) - {"cloud.providers", "cloud.worker", "policy_options"}
+    for key, options in option_sections().items():  # each policy's own section (pfa)
+        keys |= {f"{key}.{k}" for k in _keys(options)}
     # The keys another setting owns (runtime/builders.py sets them): refused here.
     fixed = {"cloud", "pool", "slots"}
     assert fixed <= set(ELSEWHERE)

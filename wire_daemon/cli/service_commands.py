@@ -16,14 +16,13 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.secrets import redact
 from wire_daemon.core.store import StateStore
-from wire_daemon.runtime.settings import Settings, check_paths, load_settings
+from wire_daemon.runtime.settings import Settings, as_file, check_paths, load_settings
 from wire_daemon.service.wording import Since, ago, decision_line, decision_words, duration, is_virtual, parse_since
 from wire_daemon.service.wording import wall as wall_time
 from wire_daemon.service.wording import when as time_of
@@ -150,7 +149,7 @@ def _check_config(args: argparse.Namespace) -> int:
         user_data(settings)
     check_paths(settings)
     print(f"{args.config}: OK")
-    print(json.dumps(redacted(asdict(settings)), indent=2, sort_keys=True, default=str))
+    print(json.dumps(redacted(as_file(settings)), indent=2, sort_keys=True, default=str))
     if args.probe:
         return _probe(settings)
     return 0

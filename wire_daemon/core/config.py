@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -126,25 +126,6 @@ class EmulationConfig:
     memory_failure_fraction: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
 
 
-@section("pfa")
-class PFAConfig:
-    """The PFA baseline (performance feedback + token-based parallelism); see plan/pfa.py."""
-
-    # How the per-slot task throughput is smoothed over intervals: "ewma" or "ma".
-    smoothing: Annotated[str, one_of("ewma", "ma")] = "ewma"
-    # MA: mean over this many of the latest intervals that completed a task.
-    ma_window: Annotated[int, AtLeastOne] = 5
-    # EWMA: weight of the past, s = alpha * s_prev + (1 - alpha) * x (the PFA
-    # paper's convention: alpha near 0 follows the last interval).
-    ewma_alpha: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.5
-    # Charging units the pool may cost per interval (an instance costs
-    # interval / u of them); None: no cap beyond steering.max_instances.
-    budget_units_per_interval: Annotated[float | None, AtLeastZero] = None
-    # An idle instance is "near the end of its billing period" when its unit
-    # ends within this many seconds; None: within one interval.
-    release_near_end_s: Annotated[float | None, AtLeastZero] = None
-
-
 MEMORY_PREDICTORS = ("lr", "lr-mean-pm", "lr-mean-minus", "lr-max-minus", "pc50", "pc95")
 
 
@@ -179,5 +160,7 @@ class ReplayConfig:
     prediction: PredictionConfig = field(default_factory=PredictionConfig)
     steering: SteeringConfig = field(default_factory=SteeringConfig)
     emulation: EmulationConfig = field(default_factory=EmulationConfig)
-    pfa: PFAConfig = field(default_factory=PFAConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    # The options of the policies that have their own (plan/<policy>.py declares them), by their section's
+    # key (pfa); a policy given none here runs with its options' defaults.
+    policy_options: dict[str, Any] = field(default_factory=dict)

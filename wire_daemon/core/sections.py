@@ -82,16 +82,19 @@ def section(key: str) -> Callable[[type[T]], type[T]]:
 
 
 def parse(cls: type[T], raw: Any, source: str, key: str | None = None) -> T:
-    """``cls`` from a YAML mapping; every error one line naming ``source`` and the key."""
+    """``cls`` from a YAML mapping (or ``cls`` itself); every error one line naming ``source`` and the key."""
     key = config_key(cls) if key is None else key
+    where = f"{source}: " if source else ""
+    if isinstance(raw, cls):
+        return raw
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: {key} must be a mapping")
+        raise ConfigError(f"{where}{key} must be a mapping")
     try:
         return cls.__pydantic_validator__.validate_python(raw)  # type: ignore[attr-defined]
     except ValidationError as exc:
         raise config_error(exc, cls, key, source) from None
     except ConfigError as exc:  # a check across keys names its keys itself
-        raise ConfigError(f"{source}: {exc}") from None
+        raise ConfigError(f"{where}{exc}") from None
 
 
 def config_key(cls: type) -> str:
@@ -237,7 +240,8 @@ def _unknown(cls: type, key: str, loc: tuple[int | str, ...]) -> str:
         return f"{where} cannot be set here: {ELSEWHERE[name]}"
     parent = _class_at(cls, loc[:-1])
     known = [f.name for f in dataclasses.fields(parent) if f.name not in getattr(parent, "__config_hidden__", ())]
-    known += getattr(parent, "__config_more__", ())
+    more = getattr(parent, "__config_more__", ())
+    known += more() if callable(more) else more
     return f"unknown key {where} (known: {', '.join(known)})"
 
 

@@ -2,24 +2,29 @@
 
 Building a policy is composition: WIRE needs a predictor (``analyze``) and a
 planner (``plan``), two phases that do not know each other. A new policy is a
-module in ``plan/`` plus one entry in ``POLICIES``.
+module in ``plan/`` plus one entry in ``POLICIES``. A policy with options of
+its own declares them in its module as a config section (``@section("pfa")``)
+and names that class in its entry: the config file's section of that key is
+then validated by it, and the builder gets it from ``PolicyInputs.options_for``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
 from wire_daemon.analyze.dispatch import DispatchLearner
 from wire_daemon.analyze.distribution import DistributionPredictor
 from wire_daemon.analyze.predictor import OnlinePredictor, OraclePredictor
-from wire_daemon.core.config import PFAConfig, PredictionConfig, SteeringConfig
+from wire_daemon.core.config import PredictionConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.run_state import RunState
+from wire_daemon.core.sections import config_key, parse
 from wire_daemon.plan.baselines import FullSitePolicy, PureReactivePolicy, ReactiveConservingPolicy
-from wire_daemon.plan.pfa import PFAPolicy
+from wire_daemon.plan.pfa import PFAConfig, PFAPolicy
 from wire_daemon.plan.shapes import ShapedPolicy
 from wire_daemon.plan.slowdown import SlowdownPolicy
 from wire_daemon.plan.wire import WirePolicy
@@ -28,6 +33,7 @@ from wire_daemon.ports.policy import ScalingPolicy
 
 # (occupancy, exec) seconds per task: the world's truth, which only an emulated site knows.
 Truth = Callable[[], tuple[np.ndarray, np.ndarray]]
+Options = TypeVar("Options")
 
 
 @dataclass(frozen=True)
@@ -35,8 +41,19 @@ class PolicyInputs:
     state: RunState
     steering: SteeringConfig
     prediction: PredictionConfig = field(default_factory=PredictionConfig)
-    pfa: PFAConfig = field(default_factory=PFAConfig)
+    options: Mapping[str, Any] = field(default_factory=dict)  # the config's policy_options, by section key
     truth: Truth | None = None
+
+    def options_for(self, model: type[Options]) -> Options:
+        """A policy's own options: the section the config gave, else the model's defaults."""
+        given = self.options.get(config_key(model))
+        return given if isinstance(given, model) else model()
+
+
+@dataclass(frozen=True)
+class Policy:
+    build: Callable[[PolicyInputs], ScalingPolicy]
+    options: type | None = None  # its options section, declared in its plan/ module; None: it has none
 
 
 def _wire(inputs: PolicyInputs) -> ScalingPolicy:
@@ -56,14 +73,14 @@ def _target_slowdown(inputs: PolicyInputs) -> ScalingPolicy:
     return SlowdownPolicy(predictor, DispatchLearner(workflow, inputs.prediction.dispatch_prior_s), inputs.steering)
 
 
-POLICIES: dict[str, Callable[[PolicyInputs], ScalingPolicy]] = {
-    "wire": _wire,
-    "full-site": lambda i: FullSitePolicy(i.steering),
-    "pure-reactive": lambda i: PureReactivePolicy(i.steering),
-    "reactive-conserving": lambda i: ReactiveConservingPolicy(i.steering),
-    "pfa": lambda i: PFAPolicy(i.state.workflow, i.steering, i.pfa),
-    "oracle": _oracle,
-    "target-slowdown": _target_slowdown,
+POLICIES: dict[str, Policy] = {
+    "wire": Policy(_wire),
+    "full-site": Policy(lambda i: FullSitePolicy(i.steering)),
+    "pure-reactive": Policy(lambda i: PureReactivePolicy(i.steering)),
+    "reactive-conserving": Policy(lambda i: ReactiveConservingPolicy(i.steering)),
+    "pfa": Policy(lambda i: PFAPolicy(i.state.workflow, i.steering, i.options_for(PFAConfig)), PFAConfig),
+    "oracle": Policy(_oracle),
+    "target-slowdown": Policy(_target_slowdown),
 }
 POLICY_NAMES = tuple(POLICIES)
 # What `wire-daemon run` and `replay --policy` use unless told otherwise. `wire`
@@ -72,10 +89,24 @@ DEFAULT_POLICY = "target-slowdown"
 
 
 def make_policy(name: str, inputs: PolicyInputs) -> ScalingPolicy:
-    build = POLICIES.get(name)
-    if build is None:
-        raise ConfigError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
-    return build(inputs)
+    entry = POLICIES.get(name)
+    if entry is None:
+        raise ConfigError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+    return entry.build(inputs)
+
+
+def option_sections() -> dict[str, type]:
+    """The policies' options sections by their key (``pfa``): top-level sections of the config file."""
+    return {config_key(p.options): p.options for p in POLICIES.values() if p.options is not None}
+
+
+def parsed_options(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Each policy options section the config gives, validated by its policy's model (errors name the key)."""
+    sections = option_sections()
+    for key in raw:
+        if key not in sections:
+            raise ConfigError(f"unknown key {key}: no policy has options of that name (known: {', '.join(sections)})")
+    return {key: parse(sections[key], value, "", key) for key, value in raw.items()}
 
 
 def shape_aware(

@@ -116,7 +116,7 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     site = EmulatedSite(workflow, emulation, steering.slots_per_instance, steering.billing, steering.instance_types)
     state = RunState(workflow)
     truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
-    policy = make_policy(policy_name, PolicyInputs(state, steering, config.prediction, config.pfa, truth))
+    policy = make_policy(policy_name, PolicyInputs(state, steering, config.prediction, config.policy_options, truth))
     policy = shape_aware(policy, steering, steering.instance_memory_mib or emulation.instance_memory_mib, site)
     sizer = _rightsizer(workflow, config, site)
     loop = MapeLoop(state, site, site, site, policy, steering, boost=boost, memory=sizer)

@@ -121,7 +121,7 @@ class EmulatedRuntime:
         memory_mib = s.steering.instance_memory_mib or s.emulation.instance_memory_mib
         policy = ControlledPolicy(
             shape_aware(
-                make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa, truth)),
+                make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.policy_options, truth)),
                 s.steering,
                 memory_mib,
                 site,
@@ -260,7 +260,7 @@ class SubmitHostRuntime:
         # Requests are known only through the rightsizer, which reads them: without it the plan counts cores.
         policy = ControlledPolicy(
             shape_aware(
-                make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa)),
+                make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.policy_options)),
                 s.steering,
                 s.steering.instance_memory_mib,
                 sizer,

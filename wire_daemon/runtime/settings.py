@@ -10,10 +10,13 @@ See ``docs/config.example.yaml`` for an annotated example.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any
+
+from pydantic import field_validator
 
 from wire_daemon.core.config import ReplayConfig
 from wire_daemon.core.errors import ConfigError, WireError
@@ -21,7 +24,7 @@ from wire_daemon.core.sections import AtLeastOne, AtLeastZero, Positive, check, 
 from wire_daemon.execute.guarded_cloud import SafetyConfig
 from wire_daemon.execute.providers import PROVIDERS
 from wire_daemon.execute.providers.retry import RetryPolicy
-from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
+from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICIES, option_sections, parsed_options
 
 CLOUD_KINDS = ("emulated", *PROVIDERS)
 
@@ -102,7 +105,7 @@ class Settings(ReplayConfig):
     condor: CondorSettings = field(default_factory=CondorSettings)
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     # the scaling policy (runtime/policies.py); the oracle only on the emulated site
-    policy: Annotated[str, one_of(*POLICY_NAMES)] = DEFAULT_POLICY
+    policy: str = DEFAULT_POLICY
     state_path: str = "wire-daemon.sqlite"
     log: LogSettings = field(default_factory=LogSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
@@ -110,11 +113,19 @@ class Settings(ReplayConfig):
     scale_to_zero_on_exit: bool = False
     source: str = "<defaults>"
 
-    __config_hidden__ = ("source",)
+    __config_hidden__ = ("source", "policy_options")
+    __config_more__ = staticmethod(lambda: tuple(option_sections()))
+
+    @field_validator("policy_options", mode="after")
+    @classmethod
+    def _options(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Each policy's options section (``pfa``, ...) validated by the model its policy declares."""
+        return parsed_options(given)
 
     def __post_init__(self) -> None:
         """The checks across sections; each section checked its own keys already."""
         site, cloud = self.site.kind, self.cloud.kind
+        check(self.policy in POLICIES, f"policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
         check(
             not (self.memory.rightsizing and site == "condor" and not self.memory.max_request_mib),
             "memory.rightsizing on a condor site needs memory.max_request_mib (the largest slot)",
@@ -134,6 +145,13 @@ class Settings(ReplayConfig):
             self.safety.max_instances >= self.steering.max_instances,
             "safety.max_instances must be >= steering.max_instances (the guard is the hard cap)",
         )
+
+
+def as_file(settings: Settings) -> dict[str, Any]:
+    """The effective settings laid out as the file gives them: ``cloud.<kind>`` and each policy's section."""
+    data = dataclasses.asdict(settings)
+    data["cloud"] |= data["cloud"].pop("providers")
+    return data | data.pop("policy_options")
 
 
 def check_paths(settings: Settings) -> None:
@@ -194,15 +212,20 @@ def load_settings(path: str | Path) -> Settings:
 
 
 def _as_given(raw: dict[Any, Any], source: str) -> dict[Any, Any]:
-    """The file's mapping, with each provider's ``cloud.<name>`` section gathered under ``cloud.providers``."""
+    """The file's mapping with each provider's ``cloud.<name>`` section gathered under ``cloud.providers``,
+    and each policy's options section (``pfa``) under ``policy_options``: their owners validate them."""
     given = dict(raw)
     cloud = given.get("cloud")
-    for inner in ("source", "cloud.providers"):  # fields of the settings, not keys of the file
-        if inner == "source" and inner in given or isinstance(cloud, dict) and inner.split(".")[-1] in cloud:
+    for inner in ("source", "policy_options"):  # fields of the settings, not keys of the file
+        if inner in given:
             raise ConfigError(f"{source}: unknown key {inner}")
+    if isinstance(cloud, dict) and "providers" in cloud:
+        raise ConfigError(f"{source}: unknown key cloud.providers")
     if isinstance(cloud, dict):
         rest = {key: value for key, value in cloud.items() if key not in PROVIDERS}
         given["cloud"] = rest | {"providers": {key: value for key, value in cloud.items() if key in PROVIDERS}}
+    sections = option_sections()
+    given["policy_options"] = {key: given.pop(key) for key in list(given) if key in sections}
     return given
 
 
@@ -224,6 +247,7 @@ __all__ = [
     "MetricsSettings",
     "SafeStateSettings",
     "load_settings",
+    "as_file",
     "check_paths",
     "WireError",
 ]
