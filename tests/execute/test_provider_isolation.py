@@ -65,8 +65,8 @@ def test_the_check_sees_a_name_in_code_but_not_in_a_docstring_or_comment(tmp_pat
 @pytest.mark.parametrize("name", sorted(PROVIDERS))
 def test_each_provider_declares_itself_in_its_module(name):
     spec = PROVIDERS[name]
-    assert spec.config.__module__ == spec.driver.__module__ == spec.probe.__module__  # type: ignore[attr-defined]
+    assert spec.config.__module__ == spec.driver.__module__ == spec.probe.__module__
     assert spec.config.__module__ == f"wire_daemon.execute.providers.{name}"
     assert spec.deliveries and spec.extra and spec.sdk and set(spec.loggers) <= set(quieted_loggers())
-    fields = set(spec.config.__dataclass_fields__)  # type: ignore[attr-defined]
+    fields = set(spec.config.__dataclass_fields__)
     assert not fields & {"slots", "slots_per_instance"}, "the slot count has one place: steering.slots_per_instance"

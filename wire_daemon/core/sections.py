@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any, TypeVar, dataclass_transform, get_args, get_origin, get_type_hints
 
 import pydantic
-from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from wire_daemon.core.errors import ConfigError
@@ -50,6 +50,8 @@ AtLeastZero = Field(ge=0)
 AtLeastOne = Field(ge=1)
 
 _CONFIG = ConfigDict(extra="forbid", hide_input_in_errors=True, revalidate_instances="never")
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+_RULES = "_yaml_rules"  # the class attribute that carries the YAML rules to pydantic
 _UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
 _BOUNDS = {"greater_than": (">", "gt"), "greater_than_equal": (">=", "ge"), "less_than": ("<", "lt")}
 _BOUNDS |= {"less_than_equal": ("<=", "le")}
@@ -60,7 +62,7 @@ def section(key: str) -> Callable[[type[T]], type[T]]:
     """A frozen pydantic dataclass for the config section ``key`` (``""``: the whole file)."""
 
     def make(cls: type[T]) -> type[T]:
-        cls._scalars = field_validator("*", mode="before")(_scalar)  # type: ignore[attr-defined]
+        setattr(cls, _RULES, field_validator("*", mode="before")(_scalar))  # pydantic collects it from the class
         model: Any = pydantic.dataclasses.dataclass(frozen=True, config=_CONFIG)(cls)
         model.__config_key__ = key
         validate = model.__init__
@@ -90,11 +92,17 @@ def parse(cls: type[T], raw: Any, source: str, key: str | None = None) -> T:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}{key} must be a mapping")
     try:
-        return cls.__pydantic_validator__.validate_python(raw)  # type: ignore[attr-defined]
+        return _adapter(cls).validate_python(raw)
     except ValidationError as exc:
         raise config_error(exc, cls, key, source) from None
     except ConfigError as exc:  # a check across keys names its keys itself
         raise ConfigError(f"{where}{exc}") from None
+
+
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
 
 
 def config_key(cls: type) -> str:
