@@ -186,12 +186,16 @@ def _number(kind: type, value: Any, name: str) -> Any:
 
 
 def _fail(message: str, value: Any = None, name: str = "") -> Any:
-    got = "a value that is not shown" if name in SECRET_FIELDS else repr(value) if _plain(value) else shown(value)
+    got = "a value that is not shown" if name in SECRET_FIELDS else _quoted(value)
     raise PydanticCustomError("config", message, {"got": got})
 
 
-def _plain(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _quoted(value: Any) -> str:
+    """A value as an error line quotes it: a number as written (5 for 5.0), anything else through ``shown``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return shown(value)
+    whole = isinstance(value, float) and value.is_integer() and abs(value) < LARGEST
+    return repr(int(value)) if whole else repr(value)
 
 
 # -- pydantic's report, as one line ------------------------------------------------------------
@@ -212,7 +216,7 @@ def config_error(exc: ValidationError, cls: type, key: str, source: str = "") ->
         text = _unknown(cls, key, loc)
     elif kind in _BOUNDS:
         sign, bound = _BOUNDS[kind]
-        text = f"{where} must be {sign} {first.get('ctx', {}).get(bound)} (got {_got(first, loc)})"
+        text = f"{where} must be {sign} {_quoted(first.get('ctx', {}).get(bound))} (got {_got(first, loc)})"
     elif kind == "string_too_short":
         text = f"{where} is required"
     elif kind == "config":
@@ -236,7 +240,7 @@ def _got(error: ErrorDetails, loc: tuple[int | str, ...]) -> str:
     value = error.get("input")
     if loc and loc[-1] in SECRET_FIELDS:
         return "a value that is not shown"
-    return repr(value) if _plain(value) else shown(value)
+    return _quoted(value)
 
 
 def _unknown(cls: type, key: str, loc: tuple[int | str, ...]) -> str:
