@@ -29,24 +29,8 @@ from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
 from wire_daemon.core.secrets import shown
 from wire_daemon.core.sections import check, section
-from wire_daemon.execute.providers.base import (
-    DENIED,
-    NOT_FOUND,
-    PROBE_FAILED,
-    TAG_DAEMON,
-    TAG_POOL,
-    TAG_REQUEST,
-    WORKS,
-    CloudDriver,
-    NotFound,
-    Ownership,
-    ProbeCheck,
-    Provider,
-    TokenReference,
-    Unusable,
-    slots_from,
-)
-from wire_daemon.execute.providers.base import check as probe_check
+from wire_daemon.execute.providers import base
+from wire_daemon.execute.providers.base import TAG_DAEMON, TAG_POOL, TAG_REQUEST, CloudDriver
 from wire_daemon.execute.providers.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -198,7 +182,7 @@ class Ec2Driver(CloudDriver):
     def __init__(
         self,
         config: Ec2Config,
-        ownership: Ownership,
+        ownership: base.Ownership,
         user_data: str,
         client: Any | None = None,
         retrier: Retrier | None = None,
@@ -297,7 +281,7 @@ class Ec2Driver(CloudDriver):
         return Instance(
             instance_id=raw["InstanceId"],
             launch_time=launched.timestamp() if isinstance(launched, datetime) else 0.0,
-            slots=slots_from(tags, self.slots_per_instance),
+            slots=base.slots_from(tags, self.slots_per_instance),
             state=_STATES.get(raw.get("State", {}).get("Name", ""), PENDING),
             address=raw.get("PrivateIpAddress", ""),
             instance_type=raw.get("InstanceType", ""),
@@ -420,12 +404,12 @@ def map_error(exc: Exception, operation: str) -> CloudError:
 
 def probe(
     config: Ec2Config,
-    ownership: Ownership,
-    token: TokenReference | None = None,
+    ownership: base.Ownership,
+    token: base.TokenReference | None = None,
     client: Any | None = None,
     ssm: Any | None = None,
-) -> list[ProbeCheck]:
-    """Read-only calls with the configured credentials: one ``ProbeCheck`` each.
+) -> list[base.ProbeCheck]:
+    """Read-only calls with the configured credentials: one ``base.ProbeCheck`` each.
 
     DescribeInstances (this pool's tag), DescribeRegions (is the region
     enabled, which endpoint), DescribeImages (and is it available),
@@ -439,7 +423,7 @@ def probe(
     try:
         ec2 = client if client is not None else make_client(config)
     except Exception as exc:  # noqa: BLE001 - e.g. no region: one line, not a traceback
-        return [ProbeCheck("ec2", "client", PROBE_FAILED, str(map_error(exc, "probe")))]
+        return [base.ProbeCheck("ec2", "client", base.PROBE_FAILED, str(map_error(exc, "probe")))]
     image: dict[str, Any] = {}  # what DescribeImages said, for the instance type's architecture
     checks = [
         _check(
@@ -525,7 +509,7 @@ def probe(
     return checks
 
 
-def _probe_token(config: Ec2Config, token: TokenReference, ssm: Any | None) -> list[ProbeCheck]:
+def _probe_token(config: Ec2Config, token: base.TokenReference, ssm: Any | None) -> list[base.ProbeCheck]:
     if token.delivery not in ("ssm", "secretsmanager"):
         return []
     import boto3
@@ -540,7 +524,7 @@ def _probe_token(config: Ec2Config, token: TokenReference, ssm: Any | None) -> l
             config=Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=30),
         )
     except Exception as exc:  # noqa: BLE001
-        return [ProbeCheck(service, "client", PROBE_FAILED, str(map_error(exc, "probe")))]
+        return [base.ProbeCheck(service, "client", base.PROBE_FAILED, str(map_error(exc, "probe")))]
     if service == "secretsmanager":
         return [
             _check(
@@ -556,7 +540,7 @@ def _probe_token(config: Ec2Config, token: TokenReference, ssm: Any | None) -> l
     def describe() -> Any:
         reply = client.describe_parameters(ParameterFilters=[{"Key": "Name", "Option": "Equals", "Values": [name]}])
         if not reply.get("Parameters"):
-            raise NotFound(f"no SSM parameter named {name}")
+            raise base.NotFound(f"no SSM parameter named {name}")
         return reply
 
     return [
@@ -581,23 +565,23 @@ def _parameter_name(source: str) -> str:
 def _image_summary(reply: dict[str, Any], seen: dict[str, Any]) -> str:
     images = reply.get("Images", [])
     if not images:
-        raise NotFound("no such image visible to this account")
+        raise base.NotFound("no such image visible to this account")
     image = images[0]
     seen.update(image)
     if image.get("State", "available") != "available":
-        raise Unusable(f"{image.get('Name', '?')} is {image.get('State')}, not available: launches would fail")
+        raise base.Unusable(f"{image.get('Name', '?')} is {image.get('State')}, not available: launches would fail")
     return f"{image.get('Name', '?')} ({image.get('State', '?')}, {image.get('Architecture', '?')})"
 
 
 def _type_summary(reply: dict[str, Any], image: dict[str, Any]) -> str:
     types = reply.get("InstanceTypes", [])
     if not types:
-        raise NotFound("no such instance type in this region")
+        raise base.NotFound("no such instance type in this region")
     found = types[0]
     arches = found.get("ProcessorInfo", {}).get("SupportedArchitectures", [])
     wanted = image.get("Architecture")
     if wanted and arches and wanted not in arches:
-        raise Unusable(f"it runs {', '.join(arches)}; the image is {wanted}")
+        raise base.Unusable(f"it runs {', '.join(arches)}; the image is {wanted}")
     vcpus = found.get("VCpuInfo", {}).get("DefaultVCpus", "?")
     return f"{vcpus} vCPU, {found.get('MemoryInfo', {}).get('SizeInMiB', '?')} MiB, {', '.join(arches) or '?'}"
 
@@ -605,19 +589,19 @@ def _type_summary(reply: dict[str, Any], image: dict[str, Any]) -> str:
 def _region_summary(reply: dict[str, Any], config: Ec2Config) -> str:
     regions = reply.get("Regions", [])
     if not regions:
-        raise NotFound(f"this account sees no region {config.region}")
+        raise base.NotFound(f"this account sees no region {config.region}")
     region = regions[0]
     status = region.get("OptInStatus", "")
     if status == "not-opted-in":
-        raise Unusable(f"{config.region} is not enabled for this account (an opt-in region)")
+        raise base.Unusable(f"{config.region} is not enabled for this account (an opt-in region)")
     endpoint = config.endpoint_url or region.get("Endpoint", "?")
     return f"endpoint {endpoint}" + (f" ({status})" if status else "")
 
 
 def _check(
     call: str, subject: str, fn: Callable[[], Any], summary: Callable[[Any], str], needed_by: str = "the daemon"
-) -> ProbeCheck:
-    return probe_check(call, subject, fn, summary, _outcome, needed_by)
+) -> base.ProbeCheck:
+    return base.check(call, subject, fn, summary, _outcome, needed_by)
 
 
 def _outcome(exc: Exception) -> tuple[str, str]:
@@ -629,19 +613,19 @@ def _outcome(exc: Exception) -> tuple[str, str]:
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         message = _short(str(error.get("Message", "")) or code)
         if code == "DryRunOperation":
-            return WORKS, "allowed (nothing launched)"
+            return base.WORKS, "allowed (nothing launched)"
         kind = kind_of_code(code, status)
         if kind == "auth" or status == 403:
-            return DENIED, f"{code}: {message}" if code != str(status) else f"HTTP {status}"
-        if "NotFound" in code or kind == "not_found" or code in _MISSING:
-            return NOT_FOUND, f"{code}: {message}"
-        return PROBE_FAILED, f"{code}: {message}"
+            return base.DENIED, f"{code}: {message}" if code != str(status) else f"HTTP {status}"
+        if "base.NotFound" in code or kind == "not_found" or code in _MISSING:
+            return base.NOT_FOUND, f"{code}: {message}"
+        return base.PROBE_FAILED, f"{code}: {message}"
     error = map_error(exc, "probe")
     if error.kind == "auth":
-        return DENIED, _short(str(error))
+        return base.DENIED, _short(str(error))
     if error.kind == "transient":
-        return PROBE_FAILED, "unreachable: " + _short(str(error))
-    return PROBE_FAILED, _short(str(error))
+        return base.PROBE_FAILED, "unreachable: " + _short(str(error))
+    return base.PROBE_FAILED, _short(str(error))
 
 
 _MISSING = {"InvalidInstanceType", "InvalidAMIID.Unavailable", "InvalidParameterValue.InvalidRegion"}
@@ -653,7 +637,7 @@ def _short(text: str) -> str:
     return CloudError.clean(found.group(1) if found else text)
 
 
-PROVIDER = Provider(
+PROVIDER = base.Provider(
     name="ec2",
     config=Ec2Config,
     driver=Ec2Driver,

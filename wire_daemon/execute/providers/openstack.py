@@ -34,22 +34,8 @@ from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
 from wire_daemon.core.secrets import looks_like_secret, shown
 from wire_daemon.core.sections import section
-from wire_daemon.execute.providers.base import (
-    PROBE_FAILED,
-    TAG_INDEX,
-    TAG_POOL,
-    TAG_REQUEST,
-    CloudDriver,
-    NotFound,
-    Ownership,
-    ProbeCheck,
-    Provider,
-    TokenReference,
-    Unusable,
-    mapped_outcome,
-    slots_from,
-)
-from wire_daemon.execute.providers.base import check as probe_check
+from wire_daemon.execute.providers import base
+from wire_daemon.execute.providers.base import TAG_INDEX, TAG_POOL, TAG_REQUEST, CloudDriver
 from wire_daemon.execute.providers.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -150,7 +136,7 @@ class OpenStackDriver(CloudDriver):
     def __init__(
         self,
         config: OpenStackConfig,
-        ownership: Ownership,
+        ownership: base.Ownership,
         user_data: str,
         connection: Any | None = None,
         retrier: Retrier | None = None,
@@ -280,7 +266,7 @@ class OpenStackDriver(CloudDriver):
         return Instance(
             instance_id=server.id,
             launch_time=_timestamp(server.created_at) or self.clock(),
-            slots=slots_from(metadata, self.slots_per_instance),
+            slots=base.slots_from(metadata, self.slots_per_instance),
             state=_state(server),
             address=_fixed_ipv4(server.addresses),
             instance_type=_flavor_name(server.flavor) or self.config.flavor,
@@ -411,8 +397,11 @@ def _find_message(body: Any) -> str:
 
 
 def probe(
-    config: OpenStackConfig, ownership: Ownership, token: TokenReference | None = None, connection: Any | None = None
-) -> list[ProbeCheck]:
+    config: OpenStackConfig,
+    ownership: base.Ownership,
+    token: base.TokenReference | None = None,
+    connection: Any | None = None,
+) -> list[base.ProbeCheck]:
     """Read-only calls with the configured credentials: the region's compute endpoint, servers list,
     image (active?), flavor, network, and the key pair and security groups the config names.
 
@@ -422,7 +411,7 @@ def probe(
     try:
         conn = connection if connection is not None else make_connection(config)
     except Exception as exc:  # noqa: BLE001 - an incomplete clouds.yaml: one line
-        return [ProbeCheck("openstack", "connection", PROBE_FAILED, str(map_error(exc, "probe")))]
+        return [base.ProbeCheck("openstack", "connection", base.PROBE_FAILED, str(map_error(exc, "probe")))]
 
     def endpoint() -> str:
         url = conn.compute.get_endpoint()  # authenticates, then picks the region's entry from the catalog
@@ -435,7 +424,7 @@ def probe(
     def image() -> str:
         found = conn.image.get_image(config.image_id)
         if (found.status or "active") != "active":
-            raise Unusable(f"{found.name or found.id} is {found.status}, not active: launches would fail")
+            raise base.Unusable(f"{found.name or found.id} is {found.status}, not active: launches would fail")
         return f"{found.name or found.id} ({found.status})"
 
     def flavor() -> str:
@@ -444,7 +433,7 @@ def probe(
         try:
             found = conn.compute.find_flavor(config.flavor, ignore_missing=False)
         except NotFoundException:
-            raise NotFound(f"no flavor named or with id {config.flavor!r}") from None
+            raise base.NotFound(f"no flavor named or with id {config.flavor!r}") from None
         return f"{found.name}: {found.vcpus} vCPU, {found.ram} MB"
 
     def network() -> str:
@@ -457,7 +446,7 @@ def probe(
         try:
             conn.compute.find_keypair(config.key_name, ignore_missing=False)
         except NotFoundException:
-            raise NotFound(f"no key pair named {config.key_name!r} for these credentials") from None
+            raise base.NotFound(f"no key pair named {config.key_name!r} for these credentials") from None
         return "found"
 
     def groups() -> str:
@@ -467,7 +456,7 @@ def probe(
             try:
                 conn.network.find_security_group(name, ignore_missing=False)
             except NotFoundException:
-                raise NotFound(f"no security group {name!r} in this project") from None
+                raise base.NotFound(f"no security group {name!r} in this project") from None
         return f"{len(config.security_groups)} found"
 
     checks = [
@@ -484,7 +473,7 @@ def probe(
         checks.append(_check("neutron GET /v2.0/security-groups", subject, groups, "this probe"))
     if token is not None and token.delivery == "barbican":
         checks.append(
-            ProbeCheck(
+            base.ProbeCheck(
                 "barbican",
                 f"pool token secret {token.source}",
                 "not probed",
@@ -495,11 +484,11 @@ def probe(
     return checks
 
 
-def _check(call: str, subject: str, fn: Callable[[], str], needed_by: str = "the daemon") -> ProbeCheck:
-    return probe_check(call, subject, fn, str, lambda exc: mapped_outcome(map_error(exc, "probe")), needed_by)
+def _check(call: str, subject: str, fn: Callable[[], str], needed_by: str = "the daemon") -> base.ProbeCheck:
+    return base.check(call, subject, fn, str, lambda exc: base.mapped_outcome(map_error(exc, "probe")), needed_by)
 
 
-PROVIDER = Provider(
+PROVIDER = base.Provider(
     name="openstack",
     config=OpenStackConfig,
     driver=OpenStackDriver,
