@@ -409,7 +409,7 @@ def probe(
     client: Any | None = None,
     ssm: Any | None = None,
 ) -> list[base.ProbeCheck]:
-    """Read-only calls with the configured credentials: one ``base.ProbeCheck`` each.
+    """Read-only calls with the configured credentials: one ``ProbeCheck`` each.
 
     DescribeInstances (this pool's tag), DescribeRegions (is the region
     enabled, which endpoint), DescribeImages (and is it available),
@@ -617,7 +617,7 @@ def _outcome(exc: Exception) -> tuple[str, str]:
         kind = kind_of_code(code, status)
         if kind == "auth" or status == 403:
             return base.DENIED, f"{code}: {message}" if code != str(status) else f"HTTP {status}"
-        if "base.NotFound" in code or kind == "not_found" or code in _MISSING:
+        if "NotFound" in code or kind == "not_found" or code in _MISSING:
             return base.NOT_FOUND, f"{code}: {message}"
         return base.PROBE_FAILED, f"{code}: {message}"
     error = map_error(exc, "probe")
