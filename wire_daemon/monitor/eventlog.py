@@ -181,25 +181,31 @@ class EventLogReader:
         events: list[LogEvent] = []
         with Limited(self.problems) as warn:  # a log of a million bad events: a hundred warnings and a count
             for _ in range(_MAX_GAPS_PER_READ):
-                chunk = self._bytes.read()
-                if chunk is None:
+                if not self._read_chunk(deadline, warn, events):
                     break
-                consumed, stopped = self._parse(chunk, deadline, warn, events)
-                gap = None if stopped else self._nul_gap(chunk, consumed, warn)
-                chunk_end = chunk.start.offset + len(chunk.data)
-                if gap is not None:
-                    consumed = min(gap[0], chunk_end) - chunk.start.offset
-                self._bytes.commit(chunk, consumed)
-                self.pending_bytes = len(chunk.data) - consumed
-                if gap is None or gap[0] < chunk_end:
-                    break
-                if gap[0] > chunk_end:  # the run went on past this chunk: resume after it
-                    position = self._bytes.position
-                    self._bytes.position = replace(
-                        position, offset=gap[0], size=max(position.size, gap[0]), tail_crc=gap[1]
-                    )
         self.events_read += len(events)
         return events
+
+    def _read_chunk(self, deadline: float | None, warn: Limited, events: list[LogEvent]) -> bool:
+        """Read and parse one chunk; whether a NUL run reached its end (read on after the run).
+
+        One chunk at a time: it is released before the next is read, so a read never holds two."""
+        chunk = self._bytes.read()
+        if chunk is None:
+            return False
+        consumed, stopped = self._parse(chunk, deadline, warn, events)
+        gap = None if stopped else self._nul_gap(chunk, consumed, warn)
+        chunk_end = chunk.start.offset + len(chunk.data)
+        if gap is not None:
+            consumed = min(gap[0], chunk_end) - chunk.start.offset
+        self._bytes.commit(chunk, consumed)
+        self.pending_bytes = len(chunk.data) - consumed
+        if gap is None or gap[0] < chunk_end:
+            return False
+        if gap[0] > chunk_end:  # the run went on past this chunk: resume after it
+            position = self._bytes.position
+            self._bytes.position = replace(position, offset=gap[0], size=max(position.size, gap[0]), tail_crc=gap[1])
+        return True
 
     # -- internals ------------------------------------------------------------
 
@@ -275,16 +281,16 @@ class EventLogReader:
         No event holds a NUL byte, so what precedes a NUL run can never complete into one. A run that
         reaches the end of the chunk is followed on the file to its end (the CRC is of the bytes
         before that end, for the read position; 0 when the run ends inside the chunk)."""
-        rest = chunk.data[consumed:]
-        last = rest.rfind(b"\0")
+        data = chunk.data
+        last = data.rfind(b"\0", consumed)  # no copy: a chunk may be the whole read size of NULs
         if last < 0:
             return None
         begin = chunk.start.offset + consumed
-        end, tail = begin + last + 1, 0
-        if last == len(rest) - 1:
+        end, tail = chunk.start.offset + last + 1, 0
+        if last == len(data) - 1:
             end, tail = _nul_run_end(self.path, end)
-        line = chunk.start.line + 1 + chunk.data.count(b"\n", 0, consumed)
-        what = "NUL bytes" if rest[0] == 0 else "an unfinished event and NUL bytes"
+        line = chunk.start.line + 1 + data.count(b"\n", 0, consumed)
+        what = "NUL bytes" if data[consumed] == 0 else "an unfinished event and NUL bytes"
         warn.warn(self.path, f"bytes {begin} to {end} skipped: {what} (a sparse or damaged log)", _place(line, begin))
         return end, tail
 
