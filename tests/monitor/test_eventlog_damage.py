@@ -7,6 +7,8 @@ import tracemalloc
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from wire_daemon.monitor.eventlog import (
     FUTURE_SLACK_S,
     PAST_SLACK_S,
@@ -104,6 +106,7 @@ def _sparse_log(path: Path, before: str, gap: int, after: str) -> int:
     return len(before.encode())
 
 
+@pytest.mark.slow  # reads a 64 MiB chunk
 def test_a_nul_run_longer_than_the_read_chunk_is_skipped_with_one_warning(tmp_path: Path) -> None:
     log = tmp_path / "wf.dag.nodes.log"
     before = condor.submit(1, NOW - 600, "a")
@@ -129,6 +132,7 @@ def test_a_nul_run_longer_than_the_read_chunk_is_skipped_with_one_warning(tmp_pa
     assert [e.type for e in reader.read()] == ["JOB_TERMINATED"]
 
 
+@pytest.mark.slow  # reads a 64 MiB chunk
 def test_a_nul_run_at_the_start_of_the_log_hides_nothing(tmp_path: Path) -> None:
     log = tmp_path / "wf.dag.nodes.log"
     gap = DEFAULT_MAX_READ * 2 + 5

@@ -61,6 +61,8 @@ _HEADER_AFTER_GAP = re.compile(rb"[\r\n]*[0-9]{3} \(")  # an event header right 
 DEFAULT_READ_BUDGET_S = 30.0
 _BUDGET_EVERY = 256  # events parsed between two looks at the clock
 _SCAN_BLOCK = 1 << 20  # bytes looked at per read while measuring a NUL run
+_MIN_TAIL_GAP = 16  # NUL bytes that end what was read and follow other bytes: a gap from this many on
+_TAIL_GAP = b"\0" * _MIN_TAIL_GAP
 _MAX_GAPS_PER_READ = 4  # NUL runs skipped past the chunk end in one call (each reads on after it)
 
 FUTURE_SLACK_S = 24 * 3600.0
@@ -276,14 +278,22 @@ class EventLogReader:
         warn.warn(self.path, message, _place(line, offset))
 
     def _nul_gap(self, chunk: Chunk, consumed: int, warn: Limited) -> tuple[int, int] | None:
-        """Skip the unconsumed bytes through the last NUL run in them, if any: (end offset, tail CRC).
+        """Skip the unconsumed bytes through their last NUL run, if it is a gap: (end offset, tail CRC).
 
-        No event holds a NUL byte, so what precedes a NUL run can never complete into one. A run that
-        reaches the end of the chunk is followed on the file to its end (the CRC is of the bytes
-        before that end, for the read position; 0 when the run ends inside the chunk)."""
+        A gap is a run of NUL bytes followed by an event header, or one that reaches the end of what
+        was read (all of the unconsumed bytes, or at least ``_MIN_TAIL_GAP`` of them): a sparse hole or
+        blocks a crash left unwritten. No event holds a NUL byte, so what precedes the run can never
+        complete into one. A run that reaches the end of the chunk is followed on the file to its end
+        (the CRC is of the bytes before that end, for the read position; 0 when it ends inside the
+        chunk). A stray NUL in other bytes is no gap: they wait, as any unfinished event does."""
         data = chunk.data
         last = data.rfind(b"\0", consumed)  # no copy: a chunk may be the whole read size of NULs
         if last < 0:
+            return None
+        if last < len(data) - 1:
+            if not _HEADER_AFTER_GAP.match(data, last + 1):
+                return None
+        elif not (data.endswith(_TAIL_GAP) or data.count(b"\0", consumed) == len(data) - consumed):
             return None
         begin = chunk.start.offset + consumed
         end, tail = chunk.start.offset + last + 1, 0
