@@ -43,7 +43,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 MAX_EVENT_BYTES = 1 << 20
-MAX_HEADER_BYTES = 1000  # the library reads the header line into a 1,024-byte buffer
+MAX_HEADER_BYTES = 1000  # the native reader reads the header line into a 1,024-byte buffer
 _INT_MAX = 2**31 - 1
 _Check = Callable[[str, list[str]], "str | None"]
 
@@ -64,7 +64,7 @@ NATIVE_TYPES = {
 }
 
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
-# A line longer than the library's 512-byte synchronisation buffer that ends in "..." would be
+# A line longer than the native reader's 512-byte synchronisation buffer that ends in "..." would be
 # taken for the end of the event half-way through it.
 _LONG_SYNC = re.compile(rb"(?m)^[^\n]{500,}\.\.\.\r?\n(?=.)", re.DOTALL)
 _TIME = r"([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?(Z?)"
@@ -81,8 +81,8 @@ _FLOAT = r"[+-]?+(?:[0-9]++\.?+[0-9]*+(?:[eE][+-]?[0-9]+)?+|\.[0-9]++(?:[eE][+-]
 _CHECKPOINTED = re.compile(r"\s*+\(\s*+(" + _INT + r")\)\s*+([A-Za-z\[\\\]^_` ]{1,127}+)", re.ASCII)
 # "\t(%d) %127[^\r\n]" (ten digits or more would not fit an int: refused)
 _TERMINATION = re.compile(r"\s*+\(\s*+([+-]?+[0-9]{1,9}+)\)\s*+([^\r\n]{1,127}+)", re.ASCII)
-_NORMAL = re.compile(r"Normal\s*+termination\s*+\(return\s*+value\s*+" + _INT, re.ASCII)
-_ABNORMAL = re.compile(r"Abnormal\s*+termination\s*+\(signal\s*+" + _INT, re.ASCII)
+_NORMAL = re.compile(r"Normal\s*+termination\s*+\(return\s*+value\s*+(" + _INT + ")", re.ASCII)
+_ABNORMAL = re.compile(r"Abnormal\s*+termination\s*+\(signal\s*+(" + _INT + ")", re.ASCII)
 # "\tUsr %d %d:%d:%d, Sys %d %d:%d:%d": eight conversions
 _RUSAGE = re.compile(
     rf"\s*+Usr\s*+{_INT}\s*+{_INT}:\s*+{_INT}:\s*+{_INT},\s*+Sys\s*+{_INT}\s*+{_INT}:\s*+{_INT}:\s*+{_INT}",
@@ -96,16 +96,14 @@ _TRANSFER_LINE = re.compile(
 )
 _IMAGE_SIZE = re.compile(r"\s*+[+-]?+[0-9]", re.ASCII)  # strtoll() that reads a digit
 _QUEUE_SECONDS = re.compile(r"(?:\s*+[+-]?+[0-9]++)?", re.ASCII)  # strtol() that must use up the text
-_FILE_TRANSFER = frozenset(
-    {
-        "Entered queue to transfer input files",
-        "Started transferring input files",
-        "Finished transferring input files",
-        "Entered queue to transfer output files",
-        "Started transferring output files",
-        "Finished transferring output files",
-    }
-)
+_TRANSFER_TYPES = {  # the first line of a FILE_TRANSFER event -> htcondor2.FileTransferEventType name
+    "Entered queue to transfer input files": "IN_QUEUED",
+    "Started transferring input files": "IN_STARTED",
+    "Finished transferring input files": "IN_FINISHED",
+    "Entered queue to transfer output files": "OUT_QUEUED",
+    "Started transferring output files": "OUT_STARTED",
+    "Finished transferring output files": "OUT_FINISHED",
+}
 
 
 class EventFormatError(ValueError):
@@ -146,7 +144,7 @@ def parse_event(data: bytes) -> ParsedEvent:
         repaired = True
     lines = text.split("\n")[:-1]  # the event ends with a newline
     if "\r" in text:
-        lines = [line[:-1] if line.endswith("\r") else line for line in lines]  # chomp(), as the library does
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]  # chomp(), as the native reader does
     header = _HEADER.fullmatch(lines[0]) if lines else None
     if header is None:
         raise EventFormatError("not a job event header (NNN (cluster.proc.sub) date time text)")
@@ -203,7 +201,7 @@ def _normalised(year: str, month: str, day: str, clock: tuple[str, ...]) -> str:
 
 
 # -- what each reader insists on: "first" is the text after the header's time, "body" the lines
-#    between the header and the "..." line; a reason string means the library would fail ----------
+#    between the header and the "..." line; a reason string means the native reader would fail ----------
 
 
 def _prefix(text: str) -> _Check:
@@ -320,7 +318,7 @@ def _reconnect_failed(first: str, body: list[str]) -> str | None:
 
 
 def _file_transfer(first: str, body: list[str]) -> str | None:
-    if first not in _FILE_TRANSFER:
+    if first not in _TRANSFER_TYPES:
         return "not a known file transfer step"
     prefix = "\tSeconds spent in queue: "
     if body and body[0].startswith(prefix) and not _QUEUE_SECONDS.fullmatch(body[0], len(prefix)):
@@ -353,19 +351,9 @@ _MAX_BYTES = 1 << 60  # memory sizes beyond an exbibyte are corrupt values
 _OUT_OF_RANGE: Any = object()  # a value read but beyond what it can mean (reported, then None)
 _DAG_NODE = re.compile(r"DAG Node:\s*(\S+)")
 _DAG_NODE_PREFIX = "DAG Node: "
-_RETURN_VALUE = re.compile(r"Normal\s*+termination\s*+\(return\s*+value\s*+(" + _INT + ")", re.ASCII)
-_SIGNAL = re.compile(r"Abnormal\s*+termination\s*+\(signal\s*+(" + _INT + ")", re.ASCII)
 _SIZE_LINE = re.compile(r"\s*+(" + _INT + r")\s++-\s*+(\S{1,255})", re.ASCII)  # "\t%lld  -  %s", a space before "-"
 _SIZE_NAMES = frozenset({"MemoryUsage", "ResidentSetSize", "ProportionalSetSize"})
 _HOLD_CODES = re.compile(r"\s*+Code\s*+(" + _INT + r")\s*+Subcode\s*+(" + _INT + ")", re.ASCII)
-_TRANSFER_TYPES = {
-    "Entered queue to transfer input files": "IN_QUEUED",
-    "Started transferring input files": "IN_STARTED",
-    "Finished transferring input files": "IN_FINISHED",
-    "Entered queue to transfer output files": "OUT_QUEUED",
-    "Started transferring output files": "OUT_STARTED",
-    "Finished transferring output files": "OUT_FINISHED",
-}
 _TRANSFER_HOST = "\tTransferring to host: "
 _RECONNECT = "    Trying to reconnect to "
 
@@ -396,16 +384,23 @@ def _execute_values(first: str, body: list[str]) -> dict[str, Any]:
 
 
 def _terminated_values(first: str, body: list[str]) -> dict[str, Any]:
+    text = _group(_TERMINATION, body[0], 2)
     if _normal(body[0]):  # TerminatedNormally; ReturnValue
-        value = _RETURN_VALUE.search(body[0])
-        out: dict[str, Any] = {"return_value": _status(value.group(1)) if value else None}
+        out: dict[str, Any] = {"return_value": _status(_group(_NORMAL, text, 1))}
     else:  # TerminatedBySignal
-        signal = _SIGNAL.search(body[0])
-        out = {"signal": _status(signal.group(1)) if signal else None}
+        out = {"signal": _status(_group(_ABNORMAL, text, 1))}
     after_usage = (1 if _normal(body[0]) else 2) + 4  # the termination line(s) and four usage lines
     usage = _usage_table(body, after_usage).get("Memory")  # MemoryUsage, in MiB
     out["memory_bytes"] = _memory(None, usage)
     return out
+
+
+def _group(pattern: re.Pattern[str], text: str, index: int) -> str:
+    """A group of a line the type's check has matched already."""
+    match = pattern.match(text)
+    if match is None:  # the check and the values disagree: a bug here, said as a bad event
+        raise EventFormatError(f"cannot read {text[:60]!r}")
+    return match.group(index)
 
 
 def _usage_table(body: list[str], at: int) -> dict[str, str]:
