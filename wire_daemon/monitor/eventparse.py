@@ -300,20 +300,19 @@ def _aborted(first: str, body: list[str]) -> str | None:
 
 
 def _disconnected(first: str, body: list[str]) -> str | None:
-    if not body or not body[0].startswith("    "):
-        return "no indented reason line"
-    marker = "    Trying to reconnect to "
-    if len(body) < 2 or marker not in body[1] or " " not in body[1].replace(marker, ""):
-        return f"no {marker.strip()!r} line naming the slot and its address"
-    return None
+    return _slot_lines(body, "    Trying to reconnect to ", " ", "the slot and its address")
 
 
 def _reconnect_failed(first: str, body: list[str]) -> str | None:
+    return _slot_lines(body, "    Can not reconnect to ", ",", "the slot, then a comma")
+
+
+def _slot_lines(body: list[str], marker: str, after_slot: str, naming: str) -> str | None:
+    """An indented reason line, then ``marker`` and the slot's name followed by ``after_slot``."""
     if not body or not body[0].startswith("    "):
         return "no indented reason line"
-    marker = "    Can not reconnect to "
-    if len(body) < 2 or marker not in body[1] or "," not in body[1].replace(marker, ""):
-        return f"no {marker.strip()!r} line naming the slot, then a comma"
+    if len(body) < 2 or marker not in body[1] or after_slot not in body[1].replace(marker, ""):
+        return f"no {marker.strip()!r} line naming {naming}"
     return None
 
 
