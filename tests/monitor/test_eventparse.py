@@ -192,3 +192,28 @@ def test_a_read_stops_at_its_budget_and_the_next_goes_on() -> None:
             break
         got += more
     assert got == whole
+
+
+_TERMINATED = (
+    "005 (1.0.0) 2025-05-03 04:12:49 Job terminated.\n\t(1) Normal termination (return value 0)\n"
+    + "\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  Run Remote Usage\n" * 4
+)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        # the resource table's Usage column ends where the header's first label does, whatever it says
+        _TERMINATED
+        + "\tPartitionable Resoursk (KB)    :        1    10240\n\t   Memory (MB)  :        7       10\n...\n",
+        _TERMINATED + "\tPartitionable Resources :    Usage  Request\n\t   Memory (MB) :      777777       10\n...\n",
+        # the last "DAG Node: " line names the node; other notes do not
+        "000 (1.0.0) 2025-05-03 04:12:49 Job submitted from host: <1.2.3.4:5>\nx\ny\n  DAG Node: Q\n...\n",
+        # image sizes are read up to the first line that is not a size the reader knows
+        "006 (1.0.0) 2025-05-03 04:12:49 Image size of job updated: 9\n\t7  -  Foo\n\t5  -  ResidentSetSize\n...\n",
+        # a day past the end of the month rolls over; a negative job id reads as -1
+        "001 (-5.-7.0) 2025-11-31 04:12:49 Job executing on host: <1.2.3.4:5>\n...\n",
+    ],
+)
+def test_edge_cases_read_as_the_library_reads_them(event: str) -> None:
+    assert_same_as_library(event.encode())

@@ -351,6 +351,7 @@ _OUT_OF_RANGE: Any = object()  # a value read but beyond what it can mean (repor
 _DAG_NODE = re.compile(r"DAG Node:\s*(\S+)")
 _DAG_NODE_PREFIX = "DAG Node: "
 _SIZE_LINE = re.compile(r"\s*+(" + _INT + r")\s++-\s*+(\S{1,255})", re.ASCII)  # "\t%lld  -  %s", a space before "-"
+_LABEL = re.compile(r"\s*+\S++", re.ASCII)  # a column label of the resource table's header
 _SIZE_NAMES = frozenset({"MemoryUsage", "ResidentSetSize", "ProportionalSetSize"})
 _HOLD_CODES = re.compile(r"\s*+Code\s*+(" + _INT + r")\s*+Subcode\s*+(" + _INT + ")", re.ASCII)
 _TRANSFER_HOST = "\tTransferring to host: "
@@ -412,17 +413,18 @@ def _usage_table(body: list[str], at: int) -> dict[str, str]:
         return {}
     header = body[at]
     colon = header.find(":")
-    end = header.find("Usage", colon)
-    if colon < 0 or end < 0:
+    first_label = _LABEL.match(header, colon + 1) if colon >= 0 else None
+    if first_label is None:
         return {}
-    width = end + len("Usage") - colon  # the column ends this far after each line's own colon
+    # The first column (Usage) ends one byte past the header's first label, counted from each line's colon.
+    width = first_label.end() - colon
     usage = {}
     for line in body[at + 1 :]:
         row_colon = line.find(":")
         if row_colon < 0:
             break
         name = line[:row_colon].strip(_WS).split("(", 1)[0].strip(_WS)
-        usage[name] = line[row_colon + 1 : row_colon + width].strip(_WS)
+        usage[name] = line[row_colon + 1 : row_colon + 1 + width].strip(_WS)
     return usage
 
 
