@@ -1,6 +1,6 @@
 """What the job event log reader makes of every real log and of the fuzz corpus.
 
-Usage: python3 benchmarks/eventlog_paths.py [--examples N]
+Usage: python3 benchmarks/eventlog_paths.py [--examples N] [--corpus FILE] [--per-input FILE] [--ingest JOBS]
 
 For each real event log under ``tests/data/fixtures`` (every ``*.log`` holding a
 ``...`` event end, ``jobstate.log`` aside) it prints the number of job events and
@@ -18,6 +18,10 @@ each input's figures, to compare two versions of the reader input by input.
 Printed: inputs, inputs where an exception escaped the reader, events read,
 warnings, a hash of all events read, and the wall and CPU time. A native crash
 of a parser would end this process: the last line would then be missing.
+
+``--ingest N`` adds one ``EventLogFollower`` pass over a generated log of N
+jobs (``monitor_ingest``'s generator), with the CPU time of the process and of
+its children (a reader that parses in a worker process pays there too).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # monitor_ingest's log generator
 
 from wire_daemon.monitor.eventlog import EventLogReader  # noqa: E402 -- after the path is set
 from wire_daemon.monitor.eventmap import EventLogFollower  # noqa: E402
@@ -136,10 +141,41 @@ def fuzz(corpus: list[bytes]) -> list[tuple[int, int, str]]:
     return per_input
 
 
+def ingest(jobs: int) -> None:
+    """One ``EventLogFollower`` pass over a generated log (``monitor_ingest``'s generator), with the CPU
+    time of this process and of its children (a reader that parses in a worker process pays there)."""
+    import resource
+
+    from monitor_ingest import write_event_log
+
+    from wire_daemon.monitor.eventmap import EventLogFollower
+
+    def cpu() -> float:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    with tempfile.TemporaryDirectory(prefix="wire-eventlog-bench-") as tmp:
+        path = Path(tmp) / "bench-0.dag.nodes.log"
+        events = write_event_log(path, jobs)
+        start, wall = cpu(), time.perf_counter()
+        follower, tasks = EventLogFollower(path), 0
+        while got := follower.poll():  # a poll reads one 64 MiB chunk at most, and stops at its time budget
+            tasks += len(got)
+        for module in list(sys.modules.values()):  # a worker process is counted once it has ended
+            closer = getattr(module, "_close_shared", None) if module else None
+            if callable(closer) and getattr(module, "__name__", "").startswith("wire_daemon."):
+                closer()
+        print(
+            f"ingest: {jobs} jobs, {events} events, {tasks} task events, CPU {cpu() - start:.2f} s "
+            f"(with children), wall {time.perf_counter() - wall:.2f} s"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=300)
     parser.add_argument("--corpus", type=Path, help="read the fuzz inputs from this file; draw and write it if absent")
+    parser.add_argument("--ingest", type=int, default=0, help="also time one pass over a generated log of N jobs")
     parser.add_argument("--per-input", type=Path, help="write events, warnings and hash of each fuzz input here")
     args = parser.parse_args()
     logging.getLogger("wire_daemon").setLevel(logging.CRITICAL)  # the warnings are counted, not shown
@@ -150,6 +186,8 @@ def main() -> None:
         print(f"{name}: {events} events, {tasks} task events, {warnings} warnings, hash {hashed}")
     print(f"real logs read in {time.perf_counter() - start:.2f} s")
     per_input = fuzz(load_or_draw(args.corpus, args.examples))
+    if args.ingest:
+        ingest(args.ingest)
     if args.per_input:
         args.per_input.write_text("".join(f"{i} {n} {w} {d}\n" for i, (n, w, d) in enumerate(per_input)))
 
