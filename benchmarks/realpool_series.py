@@ -12,8 +12,9 @@ PYTHONPATH, and runs ``tests/realpool/test_daemon_on_pool.py`` against that
 pool (``WIRE_REALPOOL_SUITE``). The daemon the test starts inherits the same
 bindings. It prints one line per series: the suite, the server's and the
 bindings' versions, pytest's result and the time taken; it exits non-zero if
-any series failed. The suites run one after the other: they bind the same
-loopback addresses.
+any series failed. Each series' pytest output is kept as
+``$WIRE_REALPOOL_WORKDIR/series-SUITE.log`` (default /var/tmp/wire-realpool).
+The suites run one after the other: they bind the same loopback addresses.
 """
 
 from __future__ import annotations
