@@ -26,7 +26,7 @@ from wire_lab.realpool.chroot import bindings_requirement
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 SECTION = "## Install as a service"
 # One host version per table row, and one below the supported range.
