@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from wire_daemon.monitor.problems import Problems
+from wire_daemon.monitor.safe_open import NotRegularFile, describe, open_regular, read_bounded
 
 TAIL_BYTES = 64
 DEFAULT_MAX_READ = 64 << 20  # bytes handed out per call; the rest waits for the next call
@@ -84,7 +85,7 @@ class AppendedReader:
     def read(self) -> Chunk | None:
         """New bytes (possibly empty), or ``None`` when the file cannot be read now."""
         try:
-            with open(self.path, "rb") as f:
+            with open_regular(self.path) as f:
                 st = os.fstat(f.fileno())
                 self._missing_reported = False
                 return self._read_open(f, st)
@@ -92,6 +93,9 @@ class AppendedReader:
             if not self._missing_reported:
                 self.problems.warn(self.path, "not found (yet); waiting for it")
                 self._missing_reported = True
+            return None
+        except NotRegularFile as exc:  # re-seen at every poll: said once
+            self.problems.warn_once(self.path, describe(exc))
             return None
         except OSError as exc:
             self.problems.warn(self.path, f"cannot be read ({exc.strerror or exc}); will retry")
@@ -118,7 +122,7 @@ class AppendedReader:
         keep = min(TAIL_BYTES, start.offset)
         f.seek(start.offset - keep)
         prefix = f.read(keep)
-        data = f.read(self._max_read)
+        data = read_bounded(f, self._max_read, self.path)
         return Chunk(data, start, st.st_mtime, prefix, max(st.st_size, start.offset + len(data)), st.st_ino)
 
     def _checked_start(self, f: Any, st: os.stat_result) -> ReadPosition:

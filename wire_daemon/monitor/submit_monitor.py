@@ -43,8 +43,10 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import logging
 import os
 import re
+import stat
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -54,16 +56,18 @@ from typing import Any, Protocol
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.events import EventKind, TaskEvent
-from wire_daemon.monitor.braindump import find_braindump
+from wire_daemon.monitor.braindump import BRAINDUMP_NAMES, find_braindump, read_braindump
 from wire_daemon.monitor.dagman_status import DagStatus, dag_status, file_signature
 from wire_daemon.monitor.eventmap import EventLogFollower
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.jobstate import JobstateMapper, JobstateReader
 from wire_daemon.monitor.kickstart import KickstartRecord, read_kickstart
 from wire_daemon.monitor.position import ReadPosition
-from wire_daemon.monitor.problems import Problems
+from wire_daemon.monitor.problems import Problems, shown
+from wire_daemon.monitor.safe_open import NotRegularFile, describe, file_kind, open_regular, read_bounded
 from wire_daemon.monitor.submit_dir import SUBDAG_TRANSFORMATION, SubmitDir, read_submit_dir, sub_workflow_refs
 
+log = logging.getLogger(__name__)
 CHECKPOINT_VERSION = 1
 _PEEK_BYTES = 64 << 10
 _JOB_LINE = re.compile(rb"^\s*\d+(?:\.\d+)?\s+(?!INTERNAL\s)\S+\s+\S+", re.M)
@@ -98,13 +102,17 @@ class MemoryPositionStore:
 
 
 def position_prefix(path: Path) -> str:
-    """Prefix of a submit dir's keys; the digest keeps it from matching a nested dir's keys."""
-    text = os.fspath(path.resolve())
-    return f"submit-dir:{hashlib.sha1(text.encode()).hexdigest()[:12]}:"
+    """Prefix of a submit dir's keys; the digest keeps it from matching a nested dir's keys.
+
+    The digest is of the name's bytes, so a name that is not UTF-8 has a key too
+    (the escaped name after it is for people; the digest keeps two names apart).
+    """
+    name = os.fsencode(path.resolve())
+    return f"submit-dir:{hashlib.sha1(name).hexdigest()[:12]}:"
 
 
 def position_key(path: Path) -> str:
-    return position_prefix(path) + os.fspath(path.resolve())
+    return position_prefix(path) + shown(os.fspath(path.resolve()))
 
 
 @dataclass(frozen=True)
@@ -224,7 +232,7 @@ class SubmitDirMonitor:
         self.resumed = False
 
     def dag_status(self) -> DagStatus:
-        return dag_status(self.dagman_out_path, self.jobstate_path)
+        return dag_status(self.dagman_out_path, self.jobstate_path, self.problems)
 
     @property
     def source_file(self) -> Path | None:
@@ -246,10 +254,10 @@ class SubmitDirMonitor:
 
     def _choose_source(self) -> bool:
         for log in self.event_logs:
-            if log.is_file():
+            if _regular_or_warn(log, self.problems):
                 self._use_eventlog(log, {})
                 return True
-        if _has_job_line(self.jobstate_path):
+        if _has_job_line(self.jobstate_path, self.problems):
             self._use_jobstate(self.jobstate_path, {})
             return True
         if not self._waiting_reported:
@@ -319,7 +327,7 @@ class SubmitDirMonitor:
         """
         counted = (base.with_name(f"{base.name}.{attempt:03d}"), base)
         for path in counted:
-            if path.is_file():
+            if _regular_or_warn(path, self.problems):
                 records = self._records(path)
                 named = {r.condor_cluster for r in records if r.condor_cluster is not None}
                 if cluster is None or not named or cluster in named:
@@ -426,12 +434,28 @@ def _local_path(submit_dir: SubmitDir, dag_dir: Path, text: str) -> Path:
     return dag_dir / text
 
 
-def _has_job_line(path: Path) -> bool:
+def _has_job_line(path: Path, problems: Problems) -> bool:
     try:
-        with open(path, "rb") as f:
-            return _JOB_LINE.search(f.read(_PEEK_BYTES)) is not None
+        with open_regular(path) as f:
+            return _JOB_LINE.search(read_bounded(f, _PEEK_BYTES, path)) is not None
+    except NotRegularFile as exc:  # looked at every poll until a source is chosen: said once
+        problems.warn_once(os.fspath(path), describe(exc))
+        return False
     except OSError:
         return False
+
+
+def _regular_or_warn(path: Path, problems: Problems) -> bool:
+    """True for a regular file; a FIFO, device or socket under that name costs one warning, never a read."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    if not stat.S_ISDIR(mode):
+        problems.warn_once(os.fspath(path), f"{file_kind(mode)}, not a regular file: not read")
+    return False
 
 
 # -- many workflows ---------------------------------------------------------------
@@ -472,8 +496,13 @@ class SubmitRootMonitor:
         max_depth: int = 6,
         settle_s: float = 5.0,
         clock: Callable[[], float] = time.time,
+        read_finished: bool = True,
     ) -> None:
         self.root = Path(root)
+        # False: a workflow DAGMan had finished before it was first seen is marked finished unread
+        # (a root of thousands of old runs costs a few stats each, not a parse of every file).
+        self.read_finished = read_finished
+        self.skipped_finished = 0
         self.store = store
         self.hosts = hosts
         self.problems = problems or Problems()
@@ -481,9 +510,11 @@ class SubmitRootMonitor:
         self.settle_s = settle_s
         self.clock = clock
         self.workflows: dict[str, SubmitDirMonitor] = {}
-        self._key = "submit-root:" + os.fspath(self.root.resolve())
+        self._key = "submit-root:" + shown(os.fspath(self.root.resolve()))
         self._reported: set[tuple[str, str]] = set()
+        self._refused: dict[str, list[tuple[str, int, int, int]]] = {}  # dir -> its inputs when refused
         self.finished: dict[str, dict[str, Any]] = self._load_markers()
+        self._saved_markers = json.dumps(self.finished, sort_keys=True) if self.finished else ""
 
     def _load_markers(self) -> dict[str, dict[str, Any]]:
         saved = self.store.load_position(self._key) if self.store else None
@@ -494,19 +525,38 @@ class SubmitRootMonitor:
         return dict(markers)
 
     def poll(self) -> list[WorkflowUpdate]:
+        skipped = self.skipped_finished
         new = self._discover()
+        if self.skipped_finished > skipped:
+            log.info(
+                "%d workflow(s) under %s had finished before they were first seen: marked finished, not read",
+                self.skipped_finished - skipped,
+                shown(os.fspath(self.root)),
+            )
         updates = []
         for key, monitor in list(self.workflows.items()):
-            status = monitor.dag_status()  # before reading: every event written before the end is read now
+            try:
+                status = monitor.dag_status()  # before reading: every event written before the end is read now
+            except Exception as exc:  # one bad directory costs a warning for that directory, never the site
+                self._warn_once(key, f"DAGMan's status not read this time ({type(exc).__name__}: {exc})")
+                continue
             events = monitor.poll_events()
             done = status if status.finished else None
             updates.append(WorkflowUpdate(key, monitor, events, key in new, done))
             if done is not None:
                 self._forget(key, monitor, done)
         self._prune_markers()
-        if self.store is not None:
-            self.store.save_position(self._key, {"finished": self.finished})
+        self._save_markers()
         return updates
+
+    def _save_markers(self) -> None:
+        """Write the finished list when it changed: thousands of markers are not rewritten every poll."""
+        if self.store is None:
+            return
+        current = json.dumps(self.finished, sort_keys=True)
+        if current != self._saved_markers:
+            self.store.save_position(self._key, {"finished": self.finished})
+            self._saved_markers = current
 
     # -- discovery --------------------------------------------------------------
 
@@ -519,6 +569,8 @@ class SubmitRootMonitor:
             path = queue.popleft()
             key = os.fspath(path.resolve())
             if key in self.workflows or (key in self.finished and not self._runs_again(key)):
+                continue
+            if not self.read_finished and key not in self._refused and self._finished_unseen(key, path):
                 continue
             opened = self._open(path)
             if opened is not None:
@@ -550,11 +602,24 @@ class SubmitRootMonitor:
     def _open(self, path: Path) -> SubmitDirMonitor | None:
         if not self._ready(path):
             return None
+        key = os.fspath(path)
+        inputs = _input_signature(path)
+        if key in self._refused and self._refused[key] == inputs:
+            return None  # refused before and none of its inputs changed: parsing it again would say the same
         try:
-            return SubmitDirMonitor(path, self.store, self.hosts, self.problems)
-        except InputError as exc:  # e.g. several .dag files, a DAG with a cycle: retried every poll
+            monitor = SubmitDirMonitor(path, self.store, self.hosts, self.problems)
+        except InputError as exc:  # e.g. several .dag files, a DAG with a cycle: retried once its files change
             self._warn_once(exc.source, f"workflow not monitored: {exc.detail}", exc.where)
+            self._refused[key] = inputs
             return None
+        except Exception as exc:  # one bad directory costs a warning for that directory, never the site
+            self._warn_once(
+                os.fspath(path), f"workflow not monitored: {type(exc).__name__}: {exc}; retried when its files change"
+            )
+            self._refused[key] = inputs
+            return None
+        self._refused.pop(key, None)
+        return monitor
 
     def _ready(self, path: Path) -> bool:
         try:
@@ -571,6 +636,27 @@ class SubmitRootMonitor:
         except OSError:
             return False
         return self.clock() - newest >= self.settle_s
+
+    def _finished_unseen(self, key: str, path: Path) -> bool:
+        """Mark a workflow DAGMan had finished before we first saw it; read only its status files."""
+        try:
+            braindump = read_braindump(find_braindump(path) or path / BRAINDUMP_NAMES[0])
+        except (InputError, OSError):
+            return False  # opening it says what is wrong
+        dag = braindump.dag or next((e.name for e in _entries(path) if e.name.endswith(".dag")), None)
+        if not dag:
+            return False
+        files = [path / (Path(dag).name + ".dagman.out"), path / (braindump.jobstate_log or "jobstate.log")]
+        status = dag_status(files[0], files[1], self.problems)
+        if not status.finished:
+            return False
+        self.finished[key] = {
+            "files": [os.fspath(f) for f in files],
+            "signature": file_signature(*files),
+            "exit_code": status.exit_code,
+        }
+        self.skipped_finished += 1
+        return True
 
     # -- forgetting ---------------------------------------------------------------
 
@@ -607,6 +693,35 @@ class SubmitRootMonitor:
         if (source, message) not in self._reported:
             self._reported.add((source, message))
             self.problems.warn(source, message, where)
+
+
+def _entries(directory: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as entries:
+            return list(entries)
+    except OSError:
+        return []
+
+
+def _input_signature(directory: Path) -> list[tuple[str, int, int, int]]:
+    """(name, size, mtime_ns, inode) of each ``.dag`` and braindump in a submit dir (what a refusal
+    comes from): a refused dir is parsed again only when one of them changed (a 100k-node DAG costs
+    seconds per parse, and the monitor polls every few)."""
+    out = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not (entry.name.endswith(".dag") or entry.name in BRAINDUMP_NAMES):
+                    continue
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    out.append((entry.name, st.st_size, st.st_mtime_ns, st.st_ino))
+    except OSError:
+        return []
+    return sorted(out)
 
 
 def _subdirectories(directory: Path) -> list[Path]:

@@ -216,6 +216,7 @@ class SubmitHostRuntime:
             hosts=self.hosts,
             settle_s=settings.condor.settle_s,
             clock=clock,
+            read_finished=False,  # a root of thousands of old runs: their status files only
         )
         self.observations = SubmitHostObservations(root)
         self.condor = self._condor_control()
