@@ -70,6 +70,7 @@ from wire_daemon.monitor.submit_dir import SUBDAG_TRANSFORMATION, SubmitDir, rea
 log = logging.getLogger(__name__)
 CHECKPOINT_VERSION = 1
 _PEEK_BYTES = 64 << 10
+_STATUS_SUFFIXES = (".dag", ".dagman.out", ".nodes.log")
 _JOB_LINE = re.compile(rb"^\s*\d+(?:\.\d+)?\s+(?!INTERNAL\s)\S+\s+\S+", re.M)
 
 
@@ -588,7 +589,7 @@ class SubmitRootMonitor:
                 if find_braindump(directory) is not None:
                     yield directory
                     continue
-                below.extend(_subdirectories(directory))
+                below.extend(self._subdirectories(directory))
             level = below
 
     def _sub_dirs(self, monitor: SubmitDirMonitor) -> list[Path]:
@@ -626,6 +627,7 @@ class SubmitRootMonitor:
             entries = list(os.scandir(path))
         except OSError:
             return False
+        self._warn_special(entries)
         dags = [e for e in entries if e.name.endswith(".dag") and e.is_file()]
         if not dags or find_braindump(path) is None:
             return False
@@ -689,6 +691,26 @@ class SubmitRootMonitor:
         for key in [k for k in self.finished if not os.path.isdir(k)]:
             del self.finished[key]
 
+    def _subdirectories(self, directory: Path) -> list[Path]:
+        try:
+            with os.scandir(directory) as scanned:
+                entries = list(scanned)
+        except OSError:
+            return []
+        self._warn_special(entries)
+        return sorted(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+
+    def _warn_special(self, entries: list[os.DirEntry[str]]) -> None:
+        """A FIFO, device or socket under a name that makes a directory a workflow: one warning, never a read."""
+        for entry in entries:
+            if entry.name in BRAINDUMP_NAMES or entry.name == "jobstate.log" or entry.name.endswith(_STATUS_SUFFIXES):
+                try:
+                    mode = entry.stat().st_mode
+                except OSError:
+                    continue
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    self.problems.warn_once(entry.path, f"{file_kind(mode)}, not a regular file: not read")
+
     def _warn_once(self, source: str, message: str, where: str | None = None) -> None:
         if (source, message) not in self._reported:
             self._reported.add((source, message))
@@ -722,16 +744,6 @@ def _input_signature(directory: Path) -> list[tuple[str, int, int, int]]:
     except OSError:
         return []
     return sorted(out)
-
-
-def _subdirectories(directory: Path) -> list[Path]:
-    try:
-        with os.scandir(directory) as entries:
-            return sorted(
-                Path(e.path) for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
-            )
-    except OSError:
-        return []
 
 
 def _cluster_of(condor_job: str | None) -> int | None:
