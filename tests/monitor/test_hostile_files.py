@@ -98,7 +98,7 @@ def test_the_helper_bounds_the_size(tmp_path):
 @pytest.mark.parametrize("name", ["process-0.dag.dagman.out", "jobstate.log", "process-0.dag.nodes.log"])
 def test_a_fifo_under_a_status_or_event_file_name_costs_one_warning(tmp_path, never_blocks, name):
     root = tmp_path / "submit"
-    good = _running_copy(root, "good")
+    _running_copy(root, "good")
     hostile = _running_copy(root, "hostile")
     _replace_with_fifo(hostile / name)
     problems = Problems()
