@@ -267,3 +267,42 @@ def test_a_workflow_finished_before_it_was_seen_is_marked_unread_and_markers_are
     for _ in range(3):
         monitor.poll()
     assert len(root_writes) == 1 and not [k for k in writes if k.startswith("submit-root:")]
+
+
+# -- a log cut mid-run -----------------------------------------------------------------------
+
+
+def _job_successes(jobstate: Path) -> int:
+    return len({line.split()[1] for line in jobstate.read_text().splitlines() if " JOB_SUCCESS " in line})
+
+
+def test_an_event_log_cut_mid_run_is_reconciled_with_jobstate_not_double_counted(tmp_path):
+    from wire_daemon.core.run_state import RunState
+    from wire_lab.chaos.hostile import live_workflow
+
+    live = live_workflow(tmp_path / "wf", "cut")
+    monitor, state, at = None, None, 0.0
+
+    def feed() -> None:
+        for event in monitor.poll_events():
+            state.apply(event)
+
+    while state is None or state.n_done() < 12:
+        at += 60.0
+        live.advance_to(at)
+        if monitor is None and (tmp_path / "wf" / "cut-0.dag.nodes.log").exists():
+            monitor = SubmitDirMonitor(tmp_path / "wf")
+            state = RunState(monitor.workflow)
+        if monitor is not None:
+            feed()
+    log = monitor.source_file
+    assert log is not None and log.name.endswith(".nodes.log")
+    os.truncate(log, log.stat().st_size // 2)
+    while not live.finished:
+        at += 60.0
+        live.advance_to(at)
+        feed()
+        feed()  # the poll after the re-read caught up reconciles
+        assert state.n_done() == _job_successes(tmp_path / "wf" / "jobstate.log")
+    assert state.n_done() == state.workflow.n_tasks
+    assert sum("reading it again from the start" in m for m in monitor.problems.messages) == 1

@@ -81,6 +81,7 @@ class AppendedReader:
         self.problems = problems or Problems()
         self._max_read = max_read
         self._missing_reported = False
+        self.restarts = 0  # times the file was read again from the start (cut, replaced, rewritten)
 
     def read(self) -> Chunk | None:
         """New bytes (possibly empty), or ``None`` when the file cannot be read now."""
@@ -130,6 +131,7 @@ class AppendedReader:
         why = self._restart_reason(f, st, pos)
         if why:
             self.problems.warn(self.path, f"{why}; reading it again from the start", pos.line + 1)
+            self.restarts += 1
             pos = ReadPosition()
             self.position = pos
         return replace(pos, inode=st.st_ino)

@@ -187,6 +187,10 @@ class SubmitDirMonitor:
         self.jobstate_path = jobstate_path(self.submit_dir)
         self.dagman_out_path = Path(self.submit_dir.dag.path + ".dagman.out")
         self.events_read = 0
+        # Per task, the time of the latest event handed out and how many had that time: after the
+        # event log is read again from the start, what is at or below it was handed out already.
+        self._high: dict[str, tuple[float, int]] = {}
+        self._replay: dict[str, int] | None = None  # while re-reading a cut log: events seen at the mark
         self.kickstart_found = 0
         self.kickstart_missing = 0
         self._waiting_reported = False
@@ -202,6 +206,7 @@ class SubmitDirMonitor:
         try:
             events = self._read_events()
             self._save()
+            self._mark_handed_out(events)
         except Exception as exc:  # never kill the loop; roll back so nothing is lost or counted twice
             self.problems.warn(
                 os.fspath(self.path), f"events not read this time ({type(exc).__name__}: {exc}); will retry"
@@ -245,10 +250,15 @@ class SubmitDirMonitor:
         if self.source is None and not self._choose_source():
             return []
         if self._follower is not None:
+            restarts = self._follower.restarts
             raw = self._follower.poll()
+            raw = self._screened(raw, self._follower.restarts > restarts, reconcile=True)
         else:
             assert self._jobstate is not None
+            restarts = self._jobstate.restarts
             raw = self._jsmapper.map(self._jobstate.read())
+            # jobstate.log is the source itself: nothing to reconcile it with
+            raw = self._screened(raw, self._jobstate.restarts > restarts, reconcile=False)
         events = [self._enrich(event) for event in raw]
         self.events_read += len(events)
         return time_ordered(events)
@@ -270,6 +280,64 @@ class SubmitDirMonitor:
             )
             self._waiting_reported = True
         return False
+
+    # -- a log read again from the start -----------------------------------------
+
+    def _mark_handed_out(self, events: list[TaskEvent]) -> None:
+        for event in events:
+            high = self._high.get(event.task_id)
+            if high is None or event.time > high[0]:
+                self._high[event.task_id] = (event.time, 1)
+            elif event.time == high[0]:
+                self._high[event.task_id] = (high[0], high[1] + 1)
+
+    def _screened(self, raw: list[TaskEvent], restarted: bool, reconcile: bool) -> list[TaskEvent]:
+        """``raw`` without what was handed out before the source was read again from the start."""
+        if restarted and self._high:
+            self._replay = {}
+        if self._replay is None:
+            return raw
+        if raw:
+            return self._unseen(raw)
+        self._replay = None  # caught up with the end of the file
+        return self._reconcile_ends() if reconcile else []
+
+    def _unseen(self, raw: list[TaskEvent]) -> list[TaskEvent]:
+        """The events of a re-read log that were not handed out before the cut (by each task's mark)."""
+        assert self._replay is not None
+        out = []
+        for event in raw:
+            high = self._high.get(event.task_id)
+            if high is None or event.time > high[0]:
+                out.append(event)
+            elif event.time == high[0]:
+                seen = self._replay[event.task_id] = self._replay.get(event.task_id, 0) + 1
+                if seen > high[1]:
+                    out.append(event)
+        return out
+
+    def _reconcile_ends(self) -> list[TaskEvent]:
+        """Once a re-read log is caught up: the task ends ``jobstate.log`` holds and the log lost.
+
+        A log cut (or rotated) after events were written to it and before we
+        read them has lost those events; pegasus-monitord copied them to
+        ``jobstate.log`` already, or will. Ends are what the counts rest on:
+        each task's ends there beyond those handed out are handed out now.
+        """
+        quiet = Problems(logging.getLogger("wire_daemon.monitor.reconcile"))  # its lines were read before
+        reader, mapper = JobstateReader(self.jobstate_path, None, quiet), JobstateMapper()
+        ends: dict[str, list[TaskEvent]] = {}
+        while lines := reader.read():
+            for event in mapper.map(lines):
+                if event.kind in (EventKind.FINISHED, EventKind.ABORTED):
+                    ends.setdefault(event.task_id, []).append(event)
+        missing = [e for task, found in ends.items() for e in found[self._ended.get(task, 0) :]]
+        if missing:
+            self.problems.warn(
+                os.fspath(self.source_file),
+                f"{len(missing)} task end(s) the re-read log no longer holds taken from {self.jobstate_path.name}",
+            )
+        return missing
 
     def _use_eventlog(self, path: Path, reader: dict[str, Any]) -> None:
         self.source, self._source_file = "eventlog", path
