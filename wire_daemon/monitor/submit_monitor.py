@@ -334,7 +334,7 @@ class SubmitDirMonitor:
         missing = [e for task, found in ends.items() for e in found[self._ended.get(task, 0) :]]
         if missing:
             self.problems.warn(
-                os.fspath(self.source_file),
+                os.fspath(self.source_file or self.path),
                 f"{len(missing)} task end(s) the re-read log no longer holds taken from {self.jobstate_path.name}",
             )
         return missing
@@ -748,7 +748,7 @@ class SubmitRootMonitor:
         signature = file_signature(*files)
         if signature == marker.get("signature"):
             return False
-        status = dag_status(*files[:2]) if len(files) >= 2 else DagStatus(False)
+        status = dag_status(files[0], files[1], self.problems) if len(files) >= 2 else DagStatus(False)
         if status.finished:
             marker["signature"] = signature
             return False
