@@ -45,7 +45,7 @@ def dag_status(dagman_out: Path | None, jobstate: Path | None, problems: Problem
     return DagStatus(False)
 
 
-def file_signature(*paths: Path | None) -> list[list[int]]:
+def file_signature(*paths: str | os.PathLike[str] | None) -> list[list[int]]:
     """(size, mtime_ns) of each file, [0, 0] when absent: tells whether a finished run was restarted."""
     out = []
     for path in paths:

@@ -56,7 +56,7 @@ from typing import Any, Protocol
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.events import EventKind, TaskEvent
-from wire_daemon.monitor.braindump import BRAINDUMP_NAMES, find_braindump, read_braindump
+from wire_daemon.monitor.braindump import BRAINDUMP_NAMES, find_braindump
 from wire_daemon.monitor.dagman_status import DagStatus, dag_status, file_signature
 from wire_daemon.monitor.eventmap import EventLogFollower
 from wire_daemon.monitor.hosts import HostMap
@@ -583,7 +583,8 @@ class SubmitRootMonitor:
         self._reported: set[tuple[str, str]] = set()
         self._refused: dict[str, list[tuple[str, int, int, int]]] = {}  # dir -> its inputs when refused
         self.finished: dict[str, dict[str, Any]] = self._load_markers()
-        self._saved_markers = json.dumps(self.finished, sort_keys=True) if self.finished else ""
+        self._markers_changed = False  # the finished list differs from what the store holds
+        self._seen: set[str] = set()  # the directories this poll's walk went through
 
     def _load_markers(self) -> dict[str, dict[str, Any]]:
         saved = self.store.load_position(self._key) if self.store else None
@@ -620,23 +621,24 @@ class SubmitRootMonitor:
 
     def _save_markers(self) -> None:
         """Write the finished list when it changed: thousands of markers are not rewritten every poll."""
-        if self.store is None:
-            return
-        current = json.dumps(self.finished, sort_keys=True)
-        if current != self._saved_markers:
+        if self.store is not None and self._markers_changed:
             self.store.save_position(self._key, {"finished": self.finished})
-            self._saved_markers = current
+        self._markers_changed = False
 
     # -- discovery --------------------------------------------------------------
 
     def _discover(self) -> set[str]:
         new: set[str] = set()
-        queue = deque(self._walk())
+        # The walk's paths are canonical already (it starts at the resolved root and follows no link):
+        # resolving thousands of them at every poll was most of a steady poll's time.
+        queue: deque[tuple[Path, str | None]] = deque((path, os.fspath(path)) for path in self._walk())
         for monitor in self.workflows.values():
-            queue.extend(self._sub_dirs(monitor))
+            queue.extend((path, None) for path in self._sub_dirs(monitor))
+        self._seen.clear()
         while queue:
-            path = queue.popleft()
-            key = os.fspath(path.resolve())
+            path, known = queue.popleft()
+            key = known or os.fspath(path.resolve())
+            self._seen.add(key)
             if key in self.workflows or (key in self.finished and not self._runs_again(key)):
                 continue
             if not self.read_finished and key not in self._refused and self._finished_unseen(key, path):
@@ -645,12 +647,12 @@ class SubmitRootMonitor:
             if opened is not None:
                 self.workflows[key] = opened
                 new.add(key)
-                queue.extend(self._sub_dirs(opened))
+                queue.extend((path, None) for path in self._sub_dirs(opened))
         return new
 
     def _walk(self) -> Iterator[Path]:
         """Directories holding a braindump, not descending into them (their sub-workflows come from the DAG)."""
-        level = [self.root]
+        level = [self.root.resolve()]
         for _ in range(self.max_depth + 1):
             below: list[Path] = []
             for directory in level:
@@ -708,15 +710,15 @@ class SubmitRootMonitor:
         return self.clock() - newest >= self.settle_s
 
     def _finished_unseen(self, key: str, path: Path) -> bool:
-        """Mark a workflow DAGMan had finished before we first saw it; read only its status files."""
-        try:
-            braindump = read_braindump(find_braindump(path) or path / BRAINDUMP_NAMES[0])
-        except (InputError, OSError):
-            return False  # opening it says what is wrong
-        dag = braindump.dag or next((e.name for e in _entries(path) if e.name.endswith(".dag")), None)
-        if not dag:
+        """Mark a workflow DAGMan had finished before we first saw it; read only the tails of its status files.
+
+        Only the plain layout (one ``.dag``, ``jobstate.log`` beside it) is
+        judged here, without parsing anything; any other is opened and read.
+        """
+        dags = [e.name for e in _entries(path) if e.name.endswith(".dag")]
+        if len(dags) != 1:
             return False
-        files = [path / (Path(dag).name + ".dagman.out"), path / (braindump.jobstate_log or "jobstate.log")]
+        files = [path / (dags[0] + ".dagman.out"), path / "jobstate.log"]
         status = dag_status(files[0], files[1], self.problems)
         if not status.finished:
             return False
@@ -725,6 +727,7 @@ class SubmitRootMonitor:
             "signature": file_signature(*files),
             "exit_code": status.exit_code,
         }
+        self._markers_changed = True
         self.skipped_finished += 1
         return True
 
@@ -739,16 +742,19 @@ class SubmitRootMonitor:
             "signature": file_signature(*map(Path, files)),
             "exit_code": status.exit_code,
         }
+        self._markers_changed = True
         del self.workflows[key]
 
     def _runs_again(self, key: str) -> bool:
         """A finished workflow whose status files changed and no longer say finished (a rescue run)."""
         marker = self.finished[key]
-        files = [Path(f) for f in marker.get("files", [])]
-        signature = file_signature(*files)
+        names = marker.get("files", [])
+        signature = file_signature(*names)
         if signature == marker.get("signature"):
             return False
+        files = [Path(f) for f in names]
         status = dag_status(files[0], files[1], self.problems) if len(files) >= 2 else DagStatus(False)
+        self._markers_changed = True
         if status.finished:
             marker["signature"] = signature
             return False
@@ -756,8 +762,9 @@ class SubmitRootMonitor:
         return True
 
     def _prune_markers(self) -> None:
-        for key in [k for k in self.finished if not os.path.isdir(k)]:
+        for key in [k for k in self.finished if k not in self._seen and not os.path.isdir(k)]:
             del self.finished[key]
+            self._markers_changed = True
 
     def _subdirectories(self, directory: Path) -> list[Path]:
         try:
@@ -766,7 +773,8 @@ class SubmitRootMonitor:
         except OSError:
             return []
         self._warn_special(entries)
-        return sorted(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+        names = sorted(e.path for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+        return [Path(name) for name in names]
 
     def _warn_special(self, entries: list[os.DirEntry[str]]) -> None:
         """A FIFO, device or socket under a name that makes a directory a workflow: one warning, never a read."""
