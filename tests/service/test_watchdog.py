@@ -85,3 +85,46 @@ def test_without_a_handler_it_only_says_so(caplog):
 
 def test_the_bound_is_minutes_or_ten_intervals():
     assert stuck_bound(1.0) == 300.0 and stuck_bound(60.0) == 600.0
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_daemon_whose_iteration_hangs_in_a_system_call(tmp_path, monkeypatch, restore_handler, caplog):
+    """The service loop end to end: an iteration blocked for good, SIGTERM, a clean stop within seconds."""
+    from wire_daemon.runtime.settings import load_settings
+    from wire_daemon.service.daemon import Daemon
+
+    from .emulated_config import emulated_config
+
+    config = emulated_config(tmp_path, extra="policy: wire\n")
+    daemon = Daemon(load_settings(config), str(config), sleep=lambda s: None)
+    daemon.watchdog.period_s = 0.05
+    calls = {"n": 0}
+    real = daemon.runtime.refresh
+
+    def refresh() -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            _blocked_read()
+        real()
+
+    monkeypatch.setattr(daemon.runtime, "refresh", refresh)
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    daemon.install_signal_handlers()
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+
+    def _hung(signum, frame):
+        raise AssertionError("the daemon did not stop within 20 s of SIGTERM")
+
+    before[signal.SIGALRM] = signal.signal(signal.SIGALRM, _hung)
+    signal.setitimer(signal.ITIMER_REAL, 20.0)  # a failure here is a hang: this turns it into a failed test
+    started = time.monotonic()
+    try:
+        assert daemon.run(max_iterations=50) == 0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    assert time.monotonic() - started < 10.0
+    assert calls["n"] == 2 and daemon.stop_reason == "SIGTERM received"
+    assert daemon.watch.state.failed_in_a_row == 1  # the abandoned iteration counts as a failed one
+    assert any("abandoned" in r.getMessage() for r in caplog.records)
