@@ -765,6 +765,8 @@ class SubmitRootMonitor:
         for key in [k for k in self.finished if k not in self._seen and not os.path.isdir(k)]:
             del self.finished[key]
             self._markers_changed = True
+        for key in [k for k in self._refused if not os.path.isdir(k)]:  # a refused directory removed
+            del self._refused[key]
 
     def _subdirectories(self, directory: Path) -> list[Path]:
         try:
