@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -166,12 +167,56 @@ def cut_log(work: Path) -> str:
     )
 
 
+def daemon_finished(work: Path, count: int) -> str:
+    """``wire-daemon run`` (EC2 on moto) over a root of ``count`` finished runs: its first iteration and RSS."""
+    from wire_lab.chaos.daemon import DaemonProcess, DaemonSettings, read_decisions
+    from wire_lab.chaos.harness import Moto
+    from wire_lab.chaos.hostile import finished_workflow, many_finished
+
+    root = work / "submit"
+    root.mkdir()
+    many_finished(root, count, finished_workflow(work / "template"))
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    moto = Moto.start()
+    settings = DaemonSettings(
+        submit_root=root,
+        endpoint=moto.url,
+        pool="hostile-bench",
+        image_id=moto.image_id,
+        subnet_id=moto.subnet_id,
+        state_path=work / "state.sqlite",
+        decisions_path=work / "decisions.jsonl",
+    )
+    (work / "config.yaml").write_text(settings.yaml())
+    daemon = DaemonProcess(work / "config.yaml", work / "daemon.err")
+    try:
+        daemon.start()
+        started = time.monotonic()
+        while not read_decisions(settings.decisions_path) and time.monotonic() - started < 120:
+            time.sleep(0.05)
+        first = time.monotonic() - started
+        time.sleep(5.0)
+        pid = daemon.pids[-1]
+        with open(f"/proc/{pid}/status") as f:
+            rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+        decisions = len(read_decisions(settings.decisions_path))
+        daemon.terminate(timeout=30)
+    finally:
+        moto.stop()
+    said = [line for line in (work / "daemon.err").read_text().splitlines() if "marked finished, not read" in line]
+    return (
+        f"wire-daemon run over {count:,} finished workflows: first decision {first:.1f} s after start, "
+        f"RSS {rss:.0f} MiB after {decisions} decisions (interval 1 s); {said[0].split(' INFO ')[-1] if said else ''}"
+    )
+
+
 MEASURES: dict[str, Callable[..., str]] = {
     "finished": finished,
     "cycle": cycle,
     "kickstart": kickstart,
     "fifos": fifos,
     "cut_log": cut_log,
+    "daemon_finished": daemon_finished,
 }
 
 
@@ -185,6 +230,7 @@ def main() -> None:
     parser.add_argument("--finished", type=int, default=5000)
     parser.add_argument("--cycle-nodes", type=int, default=100_000)
     parser.add_argument("--kickstart-mib", type=int, default=100)
+    parser.add_argument("--daemon", action="store_true", help="also run the daemon over the finished runs (moto)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -198,6 +244,8 @@ def main() -> None:
         ("fifos", []),
         ("cut_log", []),
     ]
+    if args.daemon:
+        runs.append(("daemon_finished", [args.finished]))
     for name, values in runs:
         command = [sys.executable, __file__, "--child", name, *map(str, values)]
         done = subprocess.run(
