@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.monitor.safe_open import NotRegularFile, describe, open_regular, read_bounded
+from wire_daemon.monitor.safe_open import NotRegularFile, describe, open_regular
 
 TAIL_BYTES = 16 << 10
 _DAGMAN_OUT = re.compile(rb"\(condor_DAGMAN\)\s+(?:pid\s+\d+\s+EXITING WITH STATUS\s+(-?\d+)|STARTING UP)", re.I)
@@ -62,7 +62,7 @@ def _tail(path: Path, problems: Problems | None) -> bytes:
         with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             f.seek(max(0, size - TAIL_BYTES))
-            return read_bounded(f, TAIL_BYTES, path)
+            return f.read(TAIL_BYTES)
     except NotRegularFile as exc:  # re-seen at every poll: said once
         if problems is not None:
             problems.warn_once(os.fspath(path), describe(exc))

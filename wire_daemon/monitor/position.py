@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from wire_daemon.monitor.problems import Problems
-from wire_daemon.monitor.safe_open import NotRegularFile, describe, open_regular, read_bounded
+from wire_daemon.monitor.safe_open import NotRegularFile, describe, open_regular
 
 TAIL_BYTES = 64
 DEFAULT_MAX_READ = 64 << 20  # bytes handed out per call; the rest waits for the next call
@@ -123,7 +123,7 @@ class AppendedReader:
         keep = min(TAIL_BYTES, start.offset)
         f.seek(start.offset - keep)
         prefix = f.read(keep)
-        data = read_bounded(f, self._max_read, self.path)
+        data = f.read(self._max_read)
         return Chunk(data, start, st.st_mtime, prefix, max(st.st_size, start.offset + len(data)), st.st_ino)
 
     def _checked_start(self, f: Any, st: os.stat_result) -> ReadPosition:

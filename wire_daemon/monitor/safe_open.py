@@ -12,7 +12,9 @@ kickstart record. A plain ``open()`` of a FIFO blocks until a writer appears
   at once instead of waiting for a writer) and ``fstat``-ed again: what was
   opened must be a regular file too;
 * reads stop at a byte bound (``TooLarge`` when the file holds more and the
-  caller asked for all of it) and at a time bound (a hung network file system).
+  caller asked for all of it). In time, nothing here can wait for another
+  process; a read stuck in the kernel (a dead network file system) is the
+  iteration watchdog's (``service/watchdog.py``).
 
 Refusals are ``OSError`` subclasses, so every caller's existing "cannot read"
 path reports them; the message says what the file is ("a FIFO").
@@ -23,16 +25,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
-READ_CHUNK = 1 << 20
-READ_TIMEOUT_S = 10.0  # one file's read; a local disk is orders of magnitude faster
-
 # What one file may hold before it is refused unread. Each is far above what
-# Pegasus writes (a 1M-node .dag is ~150 MB; a kickstart record of a clustered
+# Pegasus writes (a 1M-node .dag is 362 MiB; a kickstart record of a clustered
 # job of thousands of tasks a few MB) and far below what would exhaust memory
 # once parsed (a parsed kickstart record takes ~8x its bytes).
 DAG_LIMIT = 1 << 30
@@ -48,10 +46,6 @@ class NotRegularFile(OSError):
 
 class TooLarge(OSError):
     """The file holds more bytes than the caller's bound."""
-
-
-class ReadTooSlow(OSError):
-    """Reading the file took longer than the time bound."""
 
 
 def file_kind(mode: int) -> str:
@@ -103,31 +97,13 @@ def open_regular(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         yield handle
 
 
-def read_bounded(
-    handle: BinaryIO, limit: int, source: str | os.PathLike[str] = "", timeout_s: float = READ_TIMEOUT_S
-) -> bytes:
-    """Up to ``limit`` bytes from the handle's position, in chunks, within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    parts: list[bytes] = []
-    left = limit
-    while left > 0:
-        part = handle.read(min(READ_CHUNK, left))
-        if not part:
-            break
-        parts.append(part)
-        left -= len(part)
-        if time.monotonic() > deadline:
-            raise ReadTooSlow(errno.ETIMEDOUT, f"reading took over {timeout_s:g} s: not read", os.fspath(source))
-    return b"".join(parts)
-
-
-def read_regular(path: str | os.PathLike[str], limit: int, timeout_s: float = READ_TIMEOUT_S) -> bytes:
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
     """The whole of a regular file of at most ``limit`` bytes (``TooLarge`` if it is bigger)."""
     with open_regular(path) as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > limit:
             raise too_large(path, size, limit)
-        data = read_bounded(handle, limit + 1, path, timeout_s)
+        data = handle.read(limit + 1)
     if len(data) > limit:  # grew while being read
         raise too_large(path, len(data), limit)
     return data

@@ -64,7 +64,7 @@ from wire_daemon.monitor.jobstate import JobstateMapper, JobstateReader
 from wire_daemon.monitor.kickstart import KickstartRecord, read_kickstart
 from wire_daemon.monitor.position import ReadPosition
 from wire_daemon.monitor.problems import Problems, shown
-from wire_daemon.monitor.safe_open import NotRegularFile, describe, file_kind, open_regular, read_bounded
+from wire_daemon.monitor.safe_open import NotRegularFile, describe, file_kind, open_regular
 from wire_daemon.monitor.submit_dir import SUBDAG_TRANSFORMATION, SubmitDir, read_submit_dir, sub_workflow_refs
 
 log = logging.getLogger(__name__)
@@ -506,7 +506,7 @@ def _local_path(submit_dir: SubmitDir, dag_dir: Path, text: str) -> Path:
 def _has_job_line(path: Path, problems: Problems) -> bool:
     try:
         with open_regular(path) as f:
-            return _JOB_LINE.search(read_bounded(f, _PEEK_BYTES, path)) is not None
+            return _JOB_LINE.search(f.read(_PEEK_BYTES)) is not None
     except NotRegularFile as exc:  # looked at every poll until a source is chosen: said once
         problems.warn_once(os.fspath(path), describe(exc))
         return False

@@ -43,7 +43,7 @@ from wire_daemon.core.events import EventKind
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.hosts import parse_sinful
 from wire_daemon.monitor.problems import Problems, shown
-from wire_daemon.monitor.safe_open import open_regular, read_bounded
+from wire_daemon.monitor.safe_open import open_regular
 from wire_daemon.monitor.submit_dir import sub_workflow_refs
 from wire_daemon.monitor.submit_monitor import SubmitDirMonitor
 from wire_daemon.ports.prediction import Prediction
@@ -238,9 +238,9 @@ def _dag_unfinished(dag: Path) -> list[str]:
     """A Pegasus .dag ends with its '# End of DAG' banner; one without it was cut short."""
     try:
         with open_regular(dag) as handle:
-            head = read_bounded(handle, 512, dag)
+            head = handle.read(512)
             handle.seek(max(os.fstat(handle.fileno()).st_size - 512, 0))
-            tail = read_bounded(handle, 512, dag)
+            tail = handle.read(512)
     except OSError:
         return []
     if b"PEGASUS WMS GENERATED DAG FILE" in head and b"End of DAG" not in tail:
