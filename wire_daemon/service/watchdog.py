@@ -74,7 +74,7 @@ class IterationWatchdog:
         self.clock = clock
         self.stuck_count = 0  # iterations found stuck since the start
         self.abandoned = ""  # why the current iteration is being abandoned ("" while it is not)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: the signal handler may run while the main thread holds it
         self._since: float | None = None  # start of the running iteration
         self._stop_seen: float | None = None
         self._reported = False
