@@ -15,6 +15,7 @@ from wire_daemon.core.errors import InputError
 from wire_daemon.monitor import dag as dag_module
 from wire_daemon.monitor.dag import parse_dag
 from wire_daemon.monitor.kickstart import read_kickstart
+from wire_daemon.monitor.observations import FinishedMarkersOnly
 from wire_daemon.monitor.problems import Problems, shown
 from wire_daemon.monitor.safe_open import KICKSTART_LIMIT, NotRegularFile, TooLarge, open_regular, read_regular
 from wire_daemon.monitor.submit_monitor import MemoryPositionStore, SubmitDirMonitor, SubmitRootMonitor
@@ -173,11 +174,12 @@ def test_a_directory_named_with_undecodable_bytes_is_read_like_any_other(tmp_pat
     bad = Path(os.fsdecode(os.path.join(os.fsencode(root), b"wf-\xff")))
     shutil.copytree(root / "good", bad)
     problems = Problems()
-    from wire_daemon.core.store import StateStore
+    try:
+        from wire_daemon.persist.store import StateStore
+    except ImportError:  # before the store moved out of core
+        from wire_daemon.core.store import StateStore
 
     store = StateStore(tmp_path / "state.sqlite")  # SQLite refuses str with lone surrogates: keys must be escaped
-    from wire_daemon.monitor.observations import FinishedMarkersOnly
-
     monitor = SubmitRootMonitor(root, FinishedMarkersOnly(store), problems=problems, settle_s=0.0)
     updates = monitor.poll()
     assert len(updates) == 2 and all(len(u.events) == 5 for u in updates)
