@@ -110,7 +110,8 @@ def kickstart(work: Path, mib: int) -> str:
     before, started = _rss_mib(), time.perf_counter()
     read_kickstart(record, problems)
     took, grew = time.perf_counter() - started, _rss_mib() - before
-    return f"kickstart record of {mib} MiB: {took:.3f} s, RSS +{grew:.0f} MiB; {problems.messages[0].split(': ', 1)[1]}"
+    said = problems.messages[0].split(": ", 1)[1] if problems.messages else "no warning"
+    return f"kickstart record of {mib} MiB: {took:.3f} s, RSS +{grew:.0f} MiB; {said}"
 
 
 def fifos(work: Path) -> str:
