@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import InputError
+from wire_daemon.monitor.safe_open import BRAINDUMP_LIMIT, read_regular
 from wire_daemon.monitor.yamlio import load_yaml
 
 BRAINDUMP_NAMES = ("braindump.yml", "braindump.txt")
@@ -99,7 +100,7 @@ def read_braindump(path: str | os.PathLike[str]) -> Braindump:
 
 def _read_text_pairs(source: str) -> dict[str, Any]:
     try:
-        text = Path(source).read_text(encoding="utf-8", errors="replace")
+        text = read_regular(source, BRAINDUMP_LIMIT).decode("utf-8", errors="replace")
     except OSError as exc:
         raise InputError(source, f"cannot read ({exc.strerror or exc})") from None
     values: dict[str, Any] = {}

@@ -47,8 +47,10 @@ from typing import NamedTuple
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.problems import Limited, Problems
+from wire_daemon.monitor.safe_open import DAG_LIMIT, read_regular
 
 ALL_NODES = "ALL_NODES"
+CYCLE_NODES_SHOWN = 8  # a cycle's warning names this many of its nodes, then its length
 _NODE_KEYWORDS = {
     "JOB": "job",
     "DATA": "job",
@@ -490,7 +492,7 @@ _HANDLERS = {
 
 def _read_text(path: str, problems: Problems) -> str:
     try:
-        data = Path(path).read_bytes()
+        data = read_regular(path, DAG_LIMIT)
     except OSError as exc:
         raise InputError(path, f"cannot read the DAG file ({exc.strerror or exc})") from None
     try:
@@ -629,5 +631,12 @@ def _raise_cycle(dag: DagFile, waiting: list[int]) -> None:
         node, line = parents[node][0]
         lines.append(line)
     cycle = path[position[node] :][::-1]
-    names = " -> ".join(dag.names[i] for i in cycle + [cycle[0]])
-    raise InputError(dag.path, f"the DAG has a cycle: {names}", str(lines[position[node]]))
+    raise InputError(dag.path, f"the DAG has a cycle: {_cycle_words(dag, cycle)}", str(lines[position[node]]))
+
+
+def _cycle_words(dag: DagFile, cycle: list[int]) -> str:
+    """``a -> b -> c -> a``; a long cycle as its first nodes and its length (one line, not megabytes)."""
+    if len(cycle) <= CYCLE_NODES_SHOWN:
+        return " -> ".join(dag.names[i] for i in cycle + [cycle[0]])
+    head = " -> ".join(dag.names[i] for i in cycle[:CYCLE_NODES_SHOWN])
+    return f"{head} -> ... ({len(cycle):,} nodes)"

@@ -20,6 +20,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from wire_daemon.monitor.problems import Problems
+from wire_daemon.monitor.safe_open import NotRegularFile, describe, open_regular
+
 TAIL_BYTES = 16 << 10
 _DAGMAN_OUT = re.compile(rb"\(condor_DAGMAN\)\s+(?:pid\s+\d+\s+EXITING WITH STATUS\s+(-?\d+)|STARTING UP)", re.I)
 _JOBSTATE = re.compile(rb"^\S+\s+INTERNAL\s+\*\*\*\s+DAGMAN_(?:FINISHED\s+(-?\d+)|STARTED)\b", re.M)
@@ -32,17 +35,17 @@ class DagStatus:
     source: str | None = None  # the file that said so
 
 
-def dag_status(dagman_out: Path | None, jobstate: Path | None) -> DagStatus:
+def dag_status(dagman_out: Path | None, jobstate: Path | None, problems: Problems | None = None) -> DagStatus:
     for path, pattern in ((dagman_out, _DAGMAN_OUT), (jobstate, _JOBSTATE)):
         if path is None:
             continue
-        code = _last_exit(_tail(path), pattern)
+        code = _last_exit(_tail(path, problems), pattern)
         if code is not None:
             return DagStatus(True, code, os.fspath(path))
     return DagStatus(False)
 
 
-def file_signature(*paths: Path | None) -> list[list[int]]:
+def file_signature(*paths: str | os.PathLike[str] | None) -> list[list[int]]:
     """(size, mtime_ns) of each file, [0, 0] when absent: tells whether a finished run was restarted."""
     out = []
     for path in paths:
@@ -54,13 +57,17 @@ def file_signature(*paths: Path | None) -> list[list[int]]:
     return out
 
 
-def _tail(path: Path) -> bytes:
+def _tail(path: Path, problems: Problems | None) -> bytes:
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             f.seek(max(0, size - TAIL_BYTES))
             return f.read(TAIL_BYTES)
-    except OSError:
+    except NotRegularFile as exc:  # re-seen at every poll: said once
+        if problems is not None:
+            problems.warn_once(os.fspath(path), describe(exc))
+        return b""
+    except OSError:  # absent (not written yet) or unreadable now: not finished as far as we know
         return b""
 
 

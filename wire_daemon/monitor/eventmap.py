@@ -205,5 +205,10 @@ class EventLogFollower:
     def poll(self) -> list[TaskEvent]:
         return self.mapper.map(self.reader.read())
 
+    @property
+    def restarts(self) -> int:
+        """Times the log was read again from the start (cut, rotated, rewritten in place)."""
+        return self.reader._bytes.restarts
+
     def checkpoint(self) -> dict[str, Any]:
         return {"reader": self.reader.checkpoint().to_dict(), "mapper": self.mapper.state().to_dict()}

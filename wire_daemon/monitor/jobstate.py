@@ -118,6 +118,11 @@ class JobstateReader:
     def position(self) -> ReadPosition:
         return self._bytes.position
 
+    @property
+    def restarts(self) -> int:
+        """Times the file was read again from the start (cut, rotated, rewritten in place)."""
+        return self._bytes.restarts
+
     def read(self) -> list[JobstateLine]:
         chunk = self._bytes.read()
         if chunk is None:

@@ -57,6 +57,7 @@ from typing import Any
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.monitor.problems import Limited, Problems
+from wire_daemon.monitor.safe_open import KICKSTART_LIMIT, read_regular
 from wire_daemon.monitor.yamlio import documents, load_yaml_text
 
 _SUMMARY = re.compile(r"^\[(cluster-summary|seqexec-summary|cluster-task)\s+(.*)\]\s*$")
@@ -153,7 +154,7 @@ def read_kickstart(path: str | os.PathLike[str], problems: Problems | None = Non
     problems = problems or Problems()
     source = os.fspath(path)
     try:
-        data = Path(source).read_bytes()
+        data = read_regular(source, KICKSTART_LIMIT)
     except OSError as exc:
         problems.warn(source, f"cannot read the kickstart record ({exc.strerror or exc})")
         return None

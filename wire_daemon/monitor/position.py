@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from wire_daemon.monitor.problems import Problems
+from wire_daemon.monitor.safe_open import NotRegularFile, describe, open_regular
 
 TAIL_BYTES = 64
 DEFAULT_MAX_READ = 64 << 20  # bytes handed out per call; the rest waits for the next call
@@ -80,11 +81,12 @@ class AppendedReader:
         self.problems = problems or Problems()
         self._max_read = max_read
         self._missing_reported = False
+        self.restarts = 0  # times the file was read again from the start (cut, replaced, rewritten)
 
     def read(self) -> Chunk | None:
         """New bytes (possibly empty), or ``None`` when the file cannot be read now."""
         try:
-            with open(self.path, "rb") as f:
+            with open_regular(self.path) as f:
                 st = os.fstat(f.fileno())
                 self._missing_reported = False
                 return self._read_open(f, st)
@@ -92,6 +94,9 @@ class AppendedReader:
             if not self._missing_reported:
                 self.problems.warn(self.path, "not found (yet); waiting for it")
                 self._missing_reported = True
+            return None
+        except NotRegularFile as exc:  # re-seen at every poll: said once
+            self.problems.warn_once(self.path, describe(exc))
             return None
         except OSError as exc:
             self.problems.warn(self.path, f"cannot be read ({exc.strerror or exc}); will retry")
@@ -126,6 +131,7 @@ class AppendedReader:
         why = self._restart_reason(f, st, pos)
         if why:
             self.problems.warn(self.path, f"{why}; reading it again from the start", pos.line + 1)
+            self.restarts += 1
             pos = ReadPosition()
             self.position = pos
         return replace(pos, inode=st.st_ino)

@@ -26,6 +26,7 @@ class Problems:
         self.messages: list[str] = []
         self.count = 0
         self._handed_out = 0  # messages already given to take_new
+        self._once: set[tuple[str, str]] = set()
 
     def warn(self, source: str, message: str, where: str | int | None = None) -> None:
         text = format_place(source, where) + ": " + message
@@ -33,6 +34,12 @@ class Problems:
         if len(self.messages) < self._limit:
             self.messages.append(text)
         self._log.warning("%s", text)
+
+    def warn_once(self, source: str, message: str, where: str | int | None = None) -> None:
+        """``warn``, but only the first time this source says this message (a state re-seen every poll)."""
+        if (source, message) not in self._once:
+            self._once.add((source, message))
+            self.warn(source, message, where)
 
     def take_new(self) -> list[str]:
         """The kept warnings not taken before (for the daemon's decisions log)."""
@@ -79,4 +86,24 @@ class Limited(Problems):
 
 def format_place(source: str, where: str | int | None = None) -> str:
     """``file`` or ``file:where`` -- the same shape as ``InputError`` messages."""
+    source = shown(source)
     return f"{source}:{where}" if where not in (None, "") else source
+
+
+def shown(name: str) -> str:
+    """A file name as text any log or JSON writer takes: bytes that are not UTF-8 as ``\\xff``.
+
+    Names come from the file system as ``str`` with those bytes smuggled in as
+    lone surrogates (``os.fsdecode``); they stay that way for every file
+    operation, and are escaped only here, where they are shown.
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return name
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file system byte maps to
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -231,7 +231,7 @@ def _submit_files(base: Path, dag: DagFile, problems: Problems) -> dict[str, Sub
         if node.kind in ("subdag", "splice") or node.submit_path is None:
             continue
         path = base / node.submit_path
-        if not path.is_file():
+        if not path.exists():  # anything else there (a FIFO, a device) is refused by the reader, with a warning
             missing += 1
             continue
         sub = parse_submit_file(path, problems)

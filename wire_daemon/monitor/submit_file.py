@@ -19,10 +19,10 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from wire_daemon.monitor.problems import Limited, Problems
+from wire_daemon.monitor.safe_open import SUBMIT_FILE_LIMIT, read_regular
 
 _ATTRIBUTE = re.compile(r"^(?:\+|MY\.)([A-Za-z_][\w.]*)\s*=\s*(.*)$", re.IGNORECASE)
 _COMMAND = re.compile(r"^([A-Za-z_][\w.+-]*)\s*=\s*(.*)$")
@@ -120,7 +120,7 @@ def parse_submit_file(path: str | os.PathLike[str], problems: Problems | None = 
     problems = problems or Problems()
     source = os.fspath(path)
     try:
-        text = Path(source).read_bytes().decode("utf-8", errors="replace")
+        text = read_regular(source, SUBMIT_FILE_LIMIT).decode("utf-8", errors="replace")
     except OSError as exc:
         problems.warn(source, f"cannot read the submit file ({exc.strerror or exc})")
         return None

@@ -43,8 +43,10 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import logging
 import os
 import re
+import stat
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -54,18 +56,21 @@ from typing import Any, Protocol
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.events import EventKind, TaskEvent
-from wire_daemon.monitor.braindump import find_braindump
+from wire_daemon.monitor.braindump import BRAINDUMP_NAMES, find_braindump
 from wire_daemon.monitor.dagman_status import DagStatus, dag_status, file_signature
 from wire_daemon.monitor.eventmap import EventLogFollower
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.jobstate import JobstateMapper, JobstateReader
 from wire_daemon.monitor.kickstart import KickstartRecord, read_kickstart
 from wire_daemon.monitor.position import ReadPosition
-from wire_daemon.monitor.problems import Problems
+from wire_daemon.monitor.problems import Problems, shown
+from wire_daemon.monitor.safe_open import NotRegularFile, describe, file_kind, open_regular
 from wire_daemon.monitor.submit_dir import SUBDAG_TRANSFORMATION, SubmitDir, read_submit_dir, sub_workflow_refs
 
+log = logging.getLogger(__name__)
 CHECKPOINT_VERSION = 1
 _PEEK_BYTES = 64 << 10
+_STATUS_SUFFIXES = (".dag", ".dagman.out", ".nodes.log")
 _JOB_LINE = re.compile(rb"^\s*\d+(?:\.\d+)?\s+(?!INTERNAL\s)\S+\s+\S+", re.M)
 
 
@@ -98,13 +103,17 @@ class MemoryPositionStore:
 
 
 def position_prefix(path: Path) -> str:
-    """Prefix of a submit dir's keys; the digest keeps it from matching a nested dir's keys."""
-    text = os.fspath(path.resolve())
-    return f"submit-dir:{hashlib.sha1(text.encode()).hexdigest()[:12]}:"
+    """Prefix of a submit dir's keys; the digest keeps it from matching a nested dir's keys.
+
+    The digest is of the name's bytes, so a name that is not UTF-8 has a key too
+    (the escaped name after it is for people; the digest keeps two names apart).
+    """
+    name = os.fsencode(path.resolve())
+    return f"submit-dir:{hashlib.sha1(name).hexdigest()[:12]}:"
 
 
 def position_key(path: Path) -> str:
-    return position_prefix(path) + os.fspath(path.resolve())
+    return position_prefix(path) + shown(os.fspath(path.resolve()))
 
 
 @dataclass(frozen=True)
@@ -178,6 +187,10 @@ class SubmitDirMonitor:
         self.jobstate_path = jobstate_path(self.submit_dir)
         self.dagman_out_path = Path(self.submit_dir.dag.path + ".dagman.out")
         self.events_read = 0
+        # Per task, the time of the latest event handed out and how many had that time: after the
+        # event log is read again from the start, what is at or below it was handed out already.
+        self._high: dict[str, tuple[float, int]] = {}
+        self._replay: dict[str, int] | None = None  # while re-reading a cut log: events seen at the mark
         self.kickstart_found = 0
         self.kickstart_missing = 0
         self._waiting_reported = False
@@ -193,6 +206,7 @@ class SubmitDirMonitor:
         try:
             events = self._read_events()
             self._save()
+            self._mark_handed_out(events)
         except Exception as exc:  # never kill the loop; roll back so nothing is lost or counted twice
             self.problems.warn(
                 os.fspath(self.path), f"events not read this time ({type(exc).__name__}: {exc}); will retry"
@@ -224,7 +238,7 @@ class SubmitDirMonitor:
         self.resumed = False
 
     def dag_status(self) -> DagStatus:
-        return dag_status(self.dagman_out_path, self.jobstate_path)
+        return dag_status(self.dagman_out_path, self.jobstate_path, self.problems)
 
     @property
     def source_file(self) -> Path | None:
@@ -236,20 +250,25 @@ class SubmitDirMonitor:
         if self.source is None and not self._choose_source():
             return []
         if self._follower is not None:
+            restarts = self._follower.restarts
             raw = self._follower.poll()
+            raw = self._screened(raw, self._follower.restarts > restarts, reconcile=True)
         else:
             assert self._jobstate is not None
+            restarts = self._jobstate.restarts
             raw = self._jsmapper.map(self._jobstate.read())
+            # jobstate.log is the source itself: nothing to reconcile it with
+            raw = self._screened(raw, self._jobstate.restarts > restarts, reconcile=False)
         events = [self._enrich(event) for event in raw]
         self.events_read += len(events)
         return time_ordered(events)
 
     def _choose_source(self) -> bool:
         for log in self.event_logs:
-            if log.is_file():
+            if _regular_or_warn(log, self.problems):
                 self._use_eventlog(log, {})
                 return True
-        if _has_job_line(self.jobstate_path):
+        if _has_job_line(self.jobstate_path, self.problems):
             self._use_jobstate(self.jobstate_path, {})
             return True
         if not self._waiting_reported:
@@ -261,6 +280,64 @@ class SubmitDirMonitor:
             )
             self._waiting_reported = True
         return False
+
+    # -- a log read again from the start -----------------------------------------
+
+    def _mark_handed_out(self, events: list[TaskEvent]) -> None:
+        for event in events:
+            high = self._high.get(event.task_id)
+            if high is None or event.time > high[0]:
+                self._high[event.task_id] = (event.time, 1)
+            elif event.time == high[0]:
+                self._high[event.task_id] = (high[0], high[1] + 1)
+
+    def _screened(self, raw: list[TaskEvent], restarted: bool, reconcile: bool) -> list[TaskEvent]:
+        """``raw`` without what was handed out before the source was read again from the start."""
+        if restarted and self._high:
+            self._replay = {}
+        if self._replay is None:
+            return raw
+        if raw:
+            return self._unseen(raw)
+        self._replay = None  # caught up with the end of the file
+        return self._reconcile_ends() if reconcile else []
+
+    def _unseen(self, raw: list[TaskEvent]) -> list[TaskEvent]:
+        """The events of a re-read log that were not handed out before the cut (by each task's mark)."""
+        assert self._replay is not None
+        out = []
+        for event in raw:
+            high = self._high.get(event.task_id)
+            if high is None or event.time > high[0]:
+                out.append(event)
+            elif event.time == high[0]:
+                seen = self._replay[event.task_id] = self._replay.get(event.task_id, 0) + 1
+                if seen > high[1]:
+                    out.append(event)
+        return out
+
+    def _reconcile_ends(self) -> list[TaskEvent]:
+        """Once a re-read log is caught up: the task ends ``jobstate.log`` holds and the log lost.
+
+        A log cut (or rotated) after events were written to it and before we
+        read them has lost those events; pegasus-monitord copied them to
+        ``jobstate.log`` already, or will. Ends are what the counts rest on:
+        each task's ends there beyond those handed out are handed out now.
+        """
+        quiet = Problems(logging.getLogger("wire_daemon.monitor.reconcile"))  # its lines were read before
+        reader, mapper = JobstateReader(self.jobstate_path, None, quiet), JobstateMapper()
+        ends: dict[str, list[TaskEvent]] = {}
+        while lines := reader.read():
+            for event in mapper.map(lines):
+                if event.kind in (EventKind.FINISHED, EventKind.ABORTED):
+                    ends.setdefault(event.task_id, []).append(event)
+        missing = [e for task, found in ends.items() for e in found[self._ended.get(task, 0) :]]
+        if missing:
+            self.problems.warn(
+                os.fspath(self.source_file or self.path),
+                f"{len(missing)} task end(s) the re-read log no longer holds taken from {self.jobstate_path.name}",
+            )
+        return missing
 
     def _use_eventlog(self, path: Path, reader: dict[str, Any]) -> None:
         self.source, self._source_file = "eventlog", path
@@ -319,7 +396,7 @@ class SubmitDirMonitor:
         """
         counted = (base.with_name(f"{base.name}.{attempt:03d}"), base)
         for path in counted:
-            if path.is_file():
+            if _regular_or_warn(path, self.problems):
                 records = self._records(path)
                 named = {r.condor_cluster for r in records if r.condor_cluster is not None}
                 if cluster is None or not named or cluster in named:
@@ -426,12 +503,28 @@ def _local_path(submit_dir: SubmitDir, dag_dir: Path, text: str) -> Path:
     return dag_dir / text
 
 
-def _has_job_line(path: Path) -> bool:
+def _has_job_line(path: Path, problems: Problems) -> bool:
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return _JOB_LINE.search(f.read(_PEEK_BYTES)) is not None
+    except NotRegularFile as exc:  # looked at every poll until a source is chosen: said once
+        problems.warn_once(os.fspath(path), describe(exc))
+        return False
     except OSError:
         return False
+
+
+def _regular_or_warn(path: Path, problems: Problems) -> bool:
+    """True for a regular file; a FIFO, device or socket under that name costs one warning, never a read."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    if not stat.S_ISDIR(mode):
+        problems.warn_once(os.fspath(path), f"{file_kind(mode)}, not a regular file: not read")
+    return False
 
 
 # -- many workflows ---------------------------------------------------------------
@@ -472,8 +565,13 @@ class SubmitRootMonitor:
         max_depth: int = 6,
         settle_s: float = 5.0,
         clock: Callable[[], float] = time.time,
+        read_finished: bool = True,
     ) -> None:
         self.root = Path(root)
+        # False: a workflow DAGMan had finished before it was first seen is marked finished unread
+        # (a root of thousands of old runs costs a few stats each, not a parse of every file).
+        self.read_finished = read_finished
+        self.skipped_finished = 0
         self.store = store
         self.hosts = hosts
         self.problems = problems or Problems()
@@ -481,9 +579,12 @@ class SubmitRootMonitor:
         self.settle_s = settle_s
         self.clock = clock
         self.workflows: dict[str, SubmitDirMonitor] = {}
-        self._key = "submit-root:" + os.fspath(self.root.resolve())
+        self._key = "submit-root:" + shown(os.fspath(self.root.resolve()))
         self._reported: set[tuple[str, str]] = set()
+        self._refused: dict[str, list[tuple[str, int, int, int]]] = {}  # dir -> its inputs when refused
         self.finished: dict[str, dict[str, Any]] = self._load_markers()
+        self._markers_changed = False  # the finished list differs from what the store holds
+        self._seen: set[str] = set()  # the directories this poll's walk went through
 
     def _load_markers(self) -> dict[str, dict[str, Any]]:
         saved = self.store.load_position(self._key) if self.store else None
@@ -494,49 +595,71 @@ class SubmitRootMonitor:
         return dict(markers)
 
     def poll(self) -> list[WorkflowUpdate]:
+        skipped = self.skipped_finished
         new = self._discover()
+        if self.skipped_finished > skipped:
+            log.info(
+                "%d workflow(s) under %s had finished before they were first seen: marked finished, not read",
+                self.skipped_finished - skipped,
+                shown(os.fspath(self.root)),
+            )
         updates = []
         for key, monitor in list(self.workflows.items()):
-            status = monitor.dag_status()  # before reading: every event written before the end is read now
+            try:
+                status = monitor.dag_status()  # before reading: every event written before the end is read now
+            except Exception as exc:  # one bad directory costs a warning for that directory, never the site
+                self._warn_once(key, f"DAGMan's status not read this time ({type(exc).__name__}: {exc})")
+                continue
             events = monitor.poll_events()
             done = status if status.finished else None
             updates.append(WorkflowUpdate(key, monitor, events, key in new, done))
             if done is not None:
                 self._forget(key, monitor, done)
         self._prune_markers()
-        if self.store is not None:
-            self.store.save_position(self._key, {"finished": self.finished})
+        self._save_markers()
         return updates
+
+    def _save_markers(self) -> None:
+        """Write the finished list when it changed: thousands of markers are not rewritten every poll."""
+        if self.store is not None and self._markers_changed:
+            self.store.save_position(self._key, {"finished": self.finished})
+        self._markers_changed = False
 
     # -- discovery --------------------------------------------------------------
 
     def _discover(self) -> set[str]:
         new: set[str] = set()
-        queue = deque(self._walk())
+        # The walk's paths are canonical already (it starts at the resolved root and follows no link):
+        # resolving thousands of them at every poll was most of a steady poll's time.
+        queue: deque[tuple[Path, str | None]] = deque((path, os.fspath(path)) for path in self._walk())
         for monitor in self.workflows.values():
-            queue.extend(self._sub_dirs(monitor))
+            queue.extend((path, None) for path in self._sub_dirs(monitor))
+        self._seen.clear()
         while queue:
-            path = queue.popleft()
-            key = os.fspath(path.resolve())
+            path, known = queue.popleft()
+            key = known or os.fspath(path.resolve())
+            self._seen.add(key)
             if key in self.workflows or (key in self.finished and not self._runs_again(key)):
+                continue
+            if not self.read_finished and key not in self._refused and self._finished_unseen(key, path):
                 continue
             opened = self._open(path)
             if opened is not None:
                 self.workflows[key] = opened
                 new.add(key)
-                queue.extend(self._sub_dirs(opened))
+                queue.extend((path, None) for path in self._sub_dirs(opened))
         return new
 
     def _walk(self) -> Iterator[Path]:
         """Directories holding a braindump, not descending into them (their sub-workflows come from the DAG)."""
-        level = [self.root]
+        level = [self.root.resolve()]
         for _ in range(self.max_depth + 1):
             below: list[Path] = []
             for directory in level:
                 if find_braindump(directory) is not None:
                     yield directory
                     continue
-                below.extend(_subdirectories(directory))
+                below.extend(self._subdirectories(directory))
             level = below
 
     def _sub_dirs(self, monitor: SubmitDirMonitor) -> list[Path]:
@@ -550,17 +673,31 @@ class SubmitRootMonitor:
     def _open(self, path: Path) -> SubmitDirMonitor | None:
         if not self._ready(path):
             return None
+        key = os.fspath(path)
+        inputs = _input_signature(path)
+        if key in self._refused and self._refused[key] == inputs:
+            return None  # refused before and none of its inputs changed: parsing it again would say the same
         try:
-            return SubmitDirMonitor(path, self.store, self.hosts, self.problems)
-        except InputError as exc:  # e.g. several .dag files, a DAG with a cycle: retried every poll
+            monitor = SubmitDirMonitor(path, self.store, self.hosts, self.problems)
+        except InputError as exc:  # e.g. several .dag files, a DAG with a cycle: retried once its files change
             self._warn_once(exc.source, f"workflow not monitored: {exc.detail}", exc.where)
+            self._refused[key] = inputs
             return None
+        except Exception as exc:  # one bad directory costs a warning for that directory, never the site
+            self._warn_once(
+                os.fspath(path), f"workflow not monitored: {type(exc).__name__}: {exc}; retried when its files change"
+            )
+            self._refused[key] = inputs
+            return None
+        self._refused.pop(key, None)
+        return monitor
 
     def _ready(self, path: Path) -> bool:
         try:
             entries = list(os.scandir(path))
         except OSError:
             return False
+        self._warn_special(entries)
         dags = [e for e in entries if e.name.endswith(".dag") and e.is_file()]
         if not dags or find_braindump(path) is None:
             return False
@@ -571,6 +708,28 @@ class SubmitRootMonitor:
         except OSError:
             return False
         return self.clock() - newest >= self.settle_s
+
+    def _finished_unseen(self, key: str, path: Path) -> bool:
+        """Mark a workflow DAGMan had finished before we first saw it; read only the tails of its status files.
+
+        Only the plain layout (one ``.dag``, ``jobstate.log`` beside it) is
+        judged here, without parsing anything; any other is opened and read.
+        """
+        dags = [e.name for e in _entries(path) if e.name.endswith(".dag")]
+        if len(dags) != 1:
+            return False
+        files = [path / (dags[0] + ".dagman.out"), path / "jobstate.log"]
+        status = dag_status(files[0], files[1], self.problems)
+        if not status.finished:
+            return False
+        self.finished[key] = {
+            "files": [os.fspath(f) for f in files],
+            "signature": file_signature(*files),
+            "exit_code": status.exit_code,
+        }
+        self._markers_changed = True
+        self.skipped_finished += 1
+        return True
 
     # -- forgetting ---------------------------------------------------------------
 
@@ -583,16 +742,19 @@ class SubmitRootMonitor:
             "signature": file_signature(*map(Path, files)),
             "exit_code": status.exit_code,
         }
+        self._markers_changed = True
         del self.workflows[key]
 
     def _runs_again(self, key: str) -> bool:
         """A finished workflow whose status files changed and no longer say finished (a rescue run)."""
         marker = self.finished[key]
-        files = [Path(f) for f in marker.get("files", [])]
-        signature = file_signature(*files)
+        names = marker.get("files", [])
+        signature = file_signature(*names)
         if signature == marker.get("signature"):
             return False
-        status = dag_status(*files[:2]) if len(files) >= 2 else DagStatus(False)
+        files = [Path(f) for f in names]
+        status = dag_status(files[0], files[1], self.problems) if len(files) >= 2 else DagStatus(False)
+        self._markers_changed = True
         if status.finished:
             marker["signature"] = signature
             return False
@@ -600,8 +762,32 @@ class SubmitRootMonitor:
         return True
 
     def _prune_markers(self) -> None:
-        for key in [k for k in self.finished if not os.path.isdir(k)]:
+        for key in [k for k in self.finished if k not in self._seen and not os.path.isdir(k)]:
             del self.finished[key]
+            self._markers_changed = True
+        for key in [k for k in self._refused if not os.path.isdir(k)]:  # a refused directory removed
+            del self._refused[key]
+
+    def _subdirectories(self, directory: Path) -> list[Path]:
+        try:
+            with os.scandir(directory) as scanned:
+                entries = list(scanned)
+        except OSError:
+            return []
+        self._warn_special(entries)
+        names = sorted(e.path for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+        return [Path(name) for name in names]
+
+    def _warn_special(self, entries: list[os.DirEntry[str]]) -> None:
+        """A FIFO, device or socket under a name that makes a directory a workflow: one warning, never a read."""
+        for entry in entries:
+            if entry.name in BRAINDUMP_NAMES or entry.name == "jobstate.log" or entry.name.endswith(_STATUS_SUFFIXES):
+                try:
+                    mode = entry.stat().st_mode
+                except OSError:
+                    continue
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    self.problems.warn_once(entry.path, f"{file_kind(mode)}, not a regular file: not read")
 
     def _warn_once(self, source: str, message: str, where: str | None = None) -> None:
         if (source, message) not in self._reported:
@@ -609,14 +795,33 @@ class SubmitRootMonitor:
             self.problems.warn(source, message, where)
 
 
-def _subdirectories(directory: Path) -> list[Path]:
+def _entries(directory: Path) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(directory) as entries:
-            return sorted(
-                Path(e.path) for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
-            )
+            return list(entries)
     except OSError:
         return []
+
+
+def _input_signature(directory: Path) -> list[tuple[str, int, int, int]]:
+    """(name, size, mtime_ns, inode) of each ``.dag`` and braindump in a submit dir (what a refusal
+    comes from): a refused dir is parsed again only when one of them changed (a 100k-node DAG costs
+    seconds per parse, and the monitor polls every few)."""
+    out = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not (entry.name.endswith(".dag") or entry.name in BRAINDUMP_NAMES):
+                    continue
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    out.append((entry.name, st.st_size, st.st_mtime_ns, st.st_ino))
+    except OSError:
+        return []
+    return sorted(out)
 
 
 def _cluster_of(condor_job: str | None) -> int | None:

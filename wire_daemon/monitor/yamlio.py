@@ -32,12 +32,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from wire_daemon.core.errors import InputError
+from wire_daemon.monitor.safe_open import YAML_LIMIT, read_regular
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -53,7 +53,7 @@ _EXPANSION_FLOOR = 100_000
 def load_yaml(path: str | os.PathLike[str]) -> Any:
     source = os.fspath(path)
     try:
-        text = Path(source).read_bytes().decode("utf-8", errors="replace")
+        text = read_regular(source, YAML_LIMIT).decode("utf-8", errors="replace")
     except OSError as exc:
         raise InputError(source, f"cannot read ({exc.strerror or exc})") from None
     return load_yaml_text(text, source)

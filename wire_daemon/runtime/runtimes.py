@@ -45,6 +45,7 @@ from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.monitor.combine import split_task_id
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations, TrackedWorkflow
+from wire_daemon.monitor.problems import shown
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
 from wire_daemon.persist.recorder import StoreRecorder
 from wire_daemon.persist.store import StateStore
@@ -209,6 +210,7 @@ class SubmitHostRuntime:
             hosts=self.hosts,
             settle_s=settings.condor.settle_s,
             clock=clock,
+            read_finished=False,  # a root of thousands of old runs: their status files only
         )
         self.observations = SubmitHostObservations(root)
         self.condor = self._condor_control()
@@ -335,7 +337,7 @@ class SubmitHostRuntime:
             self.finished_workflows.append(
                 {
                     "name": tracked.label,
-                    "submit_dir": os.fspath(tracked.path),
+                    "submit_dir": shown(os.fspath(tracked.path)),
                     "state": "finished" if exit_code in (0, None) else "failed",
                     "exit_code": exit_code,
                     "tasks": tracked.workflow.n_tasks,
@@ -384,7 +386,7 @@ class SubmitHostRuntime:
         live = [
             {
                 "name": t.label,
-                "submit_dir": os.fspath(t.path),
+                "submit_dir": shown(os.fspath(t.path)),
                 "state": "running" if t.events else "waiting",
                 "tasks": total.get(t.label, t.workflow.n_tasks),
                 "done": done.get(t.label, 0),

@@ -76,6 +76,7 @@ from wire_daemon.service.status import (
     workflow_statuses,
 )
 from wire_daemon.service.systemd_notify import notify
+from wire_daemon.service.watchdog import IterationAbandoned, IterationWatchdog, stuck_bound
 from wire_daemon.service.wording import decision_words, offset
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,7 @@ class Daemon:
         self.stop_requested = False
         self.stop_reason = ""
         self.reload_requested = False
+        self.watchdog = IterationWatchdog(stuck_bound(settings.steering.interval_s), lambda: self.stop_requested)
         self.controls_waiting = False
         self.iterations = 0
         self.overruns = 0
@@ -207,6 +209,7 @@ class Daemon:
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_reload)
+        self.watchdog.install()  # a stuck iteration, or one outliving SIGTERM, is abandoned (service/watchdog.py)
 
     def _on_stop(self, signum: int, frame: object) -> None:
         self.stop_reason = f"{signal.Signals(signum).name} received"
@@ -248,6 +251,7 @@ class Daemon:
             return
         self.settings = candidate
         self.watch.settings = candidate.safe_state
+        self.watchdog.stuck_after_s = stuck_bound(candidate.steering.interval_s)
         safety = self.settings.safety
         restart = f"; changes to {', '.join(kept)} need a restart" if kept else ""
         log.info(
@@ -268,6 +272,7 @@ class Daemon:
         interval = self.settings.steering.interval_s
         times = iteration_times(self.runtime.now(), interval)
         next_at = next(times)
+        self.watchdog.start()
         while not self.stop_requested and not self.runtime.finished:
             if max_iterations is not None and self.iterations >= max_iterations:
                 self.stop_reason = f"{max_iterations} iteration(s) done (--max-iterations)"
@@ -281,7 +286,7 @@ class Daemon:
             if not acted and self.runtime.now() < next_at:
                 continue  # woken by SIGHUP or a command that changes no pool (pause, resume): sleep on
             started = time.monotonic()
-            self._iterate(self.runtime.now())
+            self._watched_iteration(self.runtime.now())
             if self.runtime.now() >= next_at:
                 next_at = next(times)  # already past after an overrun: the next iteration starts at once
             self._release_until(next_at)
@@ -290,6 +295,15 @@ class Daemon:
             self.stop_reason = "the workflow finished"
         self._shutdown()
         return 0
+
+    def _watched_iteration(self, now: float) -> None:
+        """One iteration under the watchdog: a stuck one, or one outliving SIGTERM, is abandoned."""
+        try:
+            with self.watchdog.span():
+                self._iterate(now)
+        except IterationAbandoned as exc:
+            log.error("iteration at %s abandoned: %s", self._when(now), exc)
+            self.watch.failed(f"iteration abandoned: {exc}")
 
     def _log_start(self) -> None:
         s = self.settings
@@ -441,6 +455,7 @@ class Daemon:
             record.cost_units,
         )
         self.watch.record_clean_stop()
+        self.watchdog.close()
         notify(STOPPING="1", STATUS=f"stopped: {reason}")
         self.decisions.close()
         self.store.close()

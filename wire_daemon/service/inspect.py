@@ -42,7 +42,8 @@ from wire_daemon.core.config import PredictionConfig, SteeringConfig
 from wire_daemon.core.events import EventKind
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.monitor.hosts import parse_sinful
-from wire_daemon.monitor.problems import Problems
+from wire_daemon.monitor.problems import Problems, shown
+from wire_daemon.monitor.safe_open import open_regular
 from wire_daemon.monitor.submit_dir import sub_workflow_refs
 from wire_daemon.monitor.submit_monitor import SubmitDirMonitor
 from wire_daemon.ports.prediction import Prediction
@@ -142,7 +143,7 @@ def inspect_submit_dir(path: str | os.PathLike[str], wall_clock: bool = False) -
             "the event log is cut short, or its last events are not written yet"
         )
     return InspectReport(
-        submit_dir=os.fspath(path),
+        submit_dir=shown(os.fspath(path)),
         workflow=monitor.workflow.name,
         dag=_relative(Path(monitor.submit_dir.dag.path), monitor.path),
         source=monitor.source,
@@ -236,10 +237,10 @@ def _unknown_nodes(unknown: Counter[str], monitor: SubmitDirMonitor) -> list[str
 def _dag_unfinished(dag: Path) -> list[str]:
     """A Pegasus .dag ends with its '# End of DAG' banner; one without it was cut short."""
     try:
-        with dag.open("rb") as handle:
+        with open_regular(dag) as handle:
             head = handle.read(512)
-            handle.seek(max(dag.stat().st_size - 512, 0))
-            tail = handle.read()
+            handle.seek(max(os.fstat(handle.fileno()).st_size - 512, 0))
+            tail = handle.read(512)
     except OSError:
         return []
     if b"PEGASUS WMS GENERATED DAG FILE" in head and b"End of DAG" not in tail:
@@ -358,10 +359,11 @@ def _finite(value: float) -> float | None:
 
 
 def _relative(path: Path, base: Path) -> str:
+    """For showing: a name that is not UTF-8 comes out escaped."""
     try:
-        return os.path.relpath(path, base)
+        return shown(os.path.relpath(path, base))
     except ValueError:
-        return os.fspath(path)
+        return shown(os.fspath(path))
 
 
 # -- output ------------------------------------------------------------------------
