@@ -44,12 +44,9 @@ def _rss_mib() -> float:
 
 
 def finished(work: Path, count: int) -> str:
-    try:
-        from wire_daemon.persist.store import StateStore
-    except ImportError:  # before the store moved out of core
-        from wire_daemon.core.store import StateStore
     from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations
     from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
+    from wire_daemon.persist.store import StateStore
     from wire_lab.chaos.hostile import finished_workflow, many_finished
 
     root = work / "submit"

@@ -27,13 +27,9 @@ from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObse
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.safe_open import KICKSTART_LIMIT
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
+from wire_daemon.persist.store import StateStore
 from wire_lab.chaos.daemon import DaemonProcess, DaemonSettings, read_decisions
 from wire_lab.chaos.hostile import finished_workflow, live_workflow, many_finished, undecodable_dir
-
-try:
-    from wire_daemon.persist.store import StateStore
-except ImportError:  # before the store moved out of core
-    from wire_daemon.core.store import StateStore
 
 pytestmark = pytest.mark.slow
 

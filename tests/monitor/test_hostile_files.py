@@ -174,10 +174,7 @@ def test_a_directory_named_with_undecodable_bytes_is_read_like_any_other(tmp_pat
     bad = Path(os.fsdecode(os.path.join(os.fsencode(root), b"wf-\xff")))
     shutil.copytree(root / "good", bad)
     problems = Problems()
-    try:
-        from wire_daemon.persist.store import StateStore
-    except ImportError:  # before the store moved out of core
-        from wire_daemon.core.store import StateStore
+    from wire_daemon.persist.store import StateStore
 
     store = StateStore(tmp_path / "state.sqlite")  # SQLite refuses str with lone surrogates: keys must be escaped
     monitor = SubmitRootMonitor(root, FinishedMarkersOnly(store), problems=problems, settle_s=0.0)

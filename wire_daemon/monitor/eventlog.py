@@ -39,7 +39,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -53,6 +52,7 @@ from wire_daemon.monitor.eventparse import EventFormatError, ParsedEvent, parse_
 from wire_daemon.monitor.eventtime import TimeFormatError, YearGuess, event_time
 from wire_daemon.monitor.position import TAIL_BYTES, AppendedReader, Chunk, ReadPosition
 from wire_daemon.monitor.problems import Limited, Problems
+from wire_daemon.monitor.safe_open import open_regular
 
 # An event ends with a line "..." (CRLF tolerated); the header starts the next one.
 _END = re.compile(rb"(?:^|\n)\.\.\.\r?\n")
@@ -310,37 +310,29 @@ def _nul_run_end(path: str, offset: int) -> tuple[int, int]:
     before that end. Reads a block at a time and jumps over holes; a file that cannot be read now
     ends the run at ``offset`` (the next read goes on from there)."""
     try:
-        fd = _open_log(path)
+        with open_regular(path) as handle:
+            return _scan_nul_run(handle.fileno(), offset)
     except OSError:
         return offset, 0
-    try:
-        end = offset
-        while True:
-            try:
-                data_at = os.lseek(fd, end, os.SEEK_DATA)  # a hole reads as NULs: jump over it
-            except OSError as exc:  # ENXIO: nothing but a hole after ``end``; else no SEEK_DATA here: read on
-                data_at = max(end, os.fstat(fd).st_size) if exc.errno == errno.ENXIO else end
-            block = os.pread(fd, _SCAN_BLOCK, data_at)
-            if not block:
-                end = max(end, data_at)
-                break
-            kept = len(block.lstrip(b"\0"))
-            end = data_at + len(block) - kept
-            if kept:
-                break
-        start = max(0, end - TAIL_BYTES)
-        return end, zlib.crc32(os.pread(fd, end - start, start))
-    finally:
-        os.close(fd)
 
 
-def _open_log(path: str) -> int:
-    """A descriptor on the log, for reading; only a regular file, and the open never blocks."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{path}: not a regular file")
-    return fd
+def _scan_nul_run(fd: int, offset: int) -> tuple[int, int]:
+    end = offset
+    while True:
+        try:
+            data_at = os.lseek(fd, end, os.SEEK_DATA)  # a hole reads as NULs: jump over it
+        except OSError as exc:  # ENXIO: nothing but a hole after ``end``; else no SEEK_DATA here: read on
+            data_at = max(end, os.fstat(fd).st_size) if exc.errno == errno.ENXIO else end
+        block = os.pread(fd, _SCAN_BLOCK, data_at)
+        if not block:
+            end = max(end, data_at)
+            break
+        kept = len(block.lstrip(b"\0"))
+        end = data_at + len(block) - kept
+        if kept:
+            break
+    start = max(0, end - TAIL_BYTES)
+    return end, zlib.crc32(os.pread(fd, end - start, start))
 
 
 def _past(deadline: float | None) -> bool:
