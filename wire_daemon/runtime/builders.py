@@ -8,7 +8,11 @@ builder, with errors that name the file and the key.
 
 from __future__ import annotations
 
+import hashlib
+import re
+import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import ConfigError
@@ -42,11 +46,25 @@ def user_data(settings: Settings, slots: int | None = None) -> str:
 def build_driver(settings: Settings, daemon_id: str) -> CloudDriver:
     config = driver_config(settings)
     driver_class = provider(settings.cloud.kind).driver_class()
-    driver: CloudDriver = driver_class(config, Ownership(settings.cloud.pool, daemon_id), user_data(settings))
+    ownership = Ownership(settings.cloud.pool, daemon_id, lease_holder(settings))
+    driver: CloudDriver = driver_class(config, ownership, user_data(settings))
     types = settings.steering.instance_types
     driver.type_slots = {t.name: t.cores for t in types}  # each type's workers advertise its own cores
     driver.type_user_data = {t.name: user_data(settings, t.cores) for t in types}
     return driver
+
+
+def lease_holder(settings: Settings) -> str:
+    """This daemon's name in the pool's lease: its host and state file, never what the file holds.
+
+    A daemon restarted on the same host and state path, with the file lost or
+    emptied, is the same holder and keeps its own lease; another host, or
+    another state file on this one, is another holder.
+    """
+    host = socket.gethostname()
+    where = f"{host}:{Path(settings.state_path).resolve()}"
+    readable = re.sub(r"[^A-Za-z0-9_-]", "-", host).strip("-_")[:40] or "host"
+    return f"{readable}-{hashlib.sha256(where.encode()).hexdigest()[:12]}"
 
 
 def _validated(config: Any, source: str) -> Any:

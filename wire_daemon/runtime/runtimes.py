@@ -246,9 +246,15 @@ class SubmitHostRuntime:
 
     def _reconcile(self) -> None:
         try:
-            self.cloud.reconcile()
+            report = self.cloud.reconcile()
         except CloudError as exc:  # the cloud is down at start: the loop retries its calls anyway
             self.journal.publish(cloud_error("reconciling at start", exc.kind, exc))
+            return
+        # Reconcile's line announced them: the lifecycle knows them now, so the first iteration does not again.
+        live = {r.instance_id: r.state for r in self.store.instances()}
+        for instance_id in report.adopted:
+            if instance_id in live and self.lifecycle.state_of(instance_id) is None:
+                self.lifecycle.move(instance_id, live[instance_id])
 
     def _new_loop(self, previous: MapeLoop | None) -> MapeLoop:
         """A loop over the current combined DAG, its RunState rebuilt from every event read."""

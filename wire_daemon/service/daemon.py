@@ -122,6 +122,8 @@ class Daemon:
             self.store = StateStore(settings.state_path)
             self.watch = CrashWatch(settings.safe_state, self.store)
             self.watch.record_start()  # before the runtime: a start that fails in it is an unclean end too
+            # What the state file knew before the cloud was asked: the start announces the rest (adopted) apart.
+            self._known_at_start = {r.instance_id for r in self.store.instances()}
             self._build(sleep)
         except BaseException:
             self.lock.release()
@@ -306,7 +308,7 @@ class Daemon:
             "on" if s.safety.dry_run else "off",
         )
         log.info("state %s; decisions log %s", s.state_path, s.log.decisions_path)
-        live = [(i, st) for i, st in self.loop.lifecycle.items() if st.is_live]
+        live = [(i, st) for i, st in self.loop.lifecycle.items() if st.is_live and i in self._known_at_start]
         if live:
             log.info(
                 "adopting %d instance(s) from the previous run: %s",
