@@ -469,22 +469,33 @@ def _control(args: argparse.Namespace) -> int:
         else:
             print(f"{what}: recorded; the daemon (pid {status.get('pid')}) applies it at its next look (it is busy)")
         return 0
-    if applied.outcome and applied.outcome.startswith("refused"):
-        print(f"{what}: {applied.outcome}", file=sys.stderr)
+    outcome = applied.outcome or "applied"
+    if outcome.startswith("refused"):
+        print(f"{what}: {outcome}", file=sys.stderr)
         return 1
-    mode = read_status(settings).get("control", {}).get("describe", "")
-    print(f"{what}: applied by the daemon (pid {status.get('pid')}) at {wall_time(applied.applied_at or 0)}; {mode}")
+    # "applied: <what it does>", "done: <what was done>", or "pending: <what it waits for>" (timed out waiting).
+    word, _, detail = outcome.partition(": ")
+    by = f"{word} by the daemon (pid {status.get('pid')}) at {wall_time(applied.applied_at or 0)}"
+    print(f"{what}: {by}: {detail}" if detail else f"{what}: {by}")
     return 0
 
 
 def _wait_applied(store: StateStore, seq: int, timeout_s: float = CONTROL_WAIT_S) -> Any:
+    """The request once the daemon has applied it, and carried it out if it is an action; None if never applied.
+
+    A drain-all or terminate-all is first marked ``pending`` (applied, not carried out yet): it is
+    waited for until done, and returned as it stands at the timeout.
+    """
     deadline = time.monotonic() + timeout_s
+    seen = None
     while time.monotonic() < deadline:
         for request in store.controls(last=50):
             if request.seq == seq and request.applied_at is not None:
-                return request
+                seen = request
+        if seen is not None and not (seen.outcome or "").startswith("pending"):
+            return seen
         time.sleep(0.2)
-    return None
+    return seen
 
 
 def _confirmed(status: dict[str, Any]) -> bool:

@@ -67,6 +67,7 @@ from wire_daemon.service.wording import decision_words, offset
 log = logging.getLogger(__name__)
 CONTROL_POLL_S = 1.0  # how often a sleeping daemon looks for an operator's command
 _POOL_CHANGING = ("hold", "drain-all", "terminate-all")
+_ACTIONS = ("drain-all", "terminate-all")
 
 
 class _JournalFormatter(logging.Formatter):
@@ -141,6 +142,7 @@ class Daemon:
         self.stop_reason = ""
         self.reload_requested = False
         self.controls_waiting = False
+        self.actions_given: list[int] = []  # drain-all / terminate-all requests applied, not yet carried out
         self.iterations = 0
         self.overruns = 0
         self.last_record: dict[str, Any] | None = None
@@ -328,14 +330,18 @@ class Daemon:
         control, acted = self.runtime.control, False
         for request in pending:
             try:
-                control.apply(request.command, request.count, when=time.time())
+                outcome = control.apply(request.command, request.count, when=time.time())
             except ValueError as exc:
                 self.store.mark_control_applied(request.seq, f"refused: {exc}")
                 log.warning("operator's command %s refused: %s", request.command, exc)
                 continue
             self._save_control()  # before marking it applied: the command then reads the new mode
-            self.store.mark_control_applied(request.seq, "applied")
-            acted = acted or request.command in _POOL_CHANGING
+            if request.command in _ACTIONS:  # done once the decision that carries it out is made
+                self.actions_given.append(request.seq)
+                self.store.mark_control_applied(request.seq, f"pending: {outcome}")
+            else:
+                self.store.mark_control_applied(request.seq, f"applied: {outcome}")
+            acted = acted or request.command in _POOL_CHANGING or bool(control.action)
             event = ControlChanged(
                 self.runtime.now(),
                 request.command,
@@ -347,6 +353,25 @@ class Daemon:
             self.journal.publish(event)
             log.info("%s", event.line)
         return acted
+
+    def _report_actions(self, entry: dict[str, Any]) -> None:
+        """Tell the operator's drain-all / terminate-all what was done, once a decision carried it out."""
+        if not self.actions_given:
+            return
+        control = self.runtime.control
+        if control.action:  # held back (the safe state): the command says so, and why
+            why = f"waits: {control.safe}" if control.safe else "waits for the next decision"
+            for seq in self.actions_given:
+                self.store.mark_control_applied(seq, f"pending: {control.action} {why}")
+            return
+        released = sorted(entry.get("released") or [])
+        terminated = "terminate-all" in entry.get("rule", "")
+        how = "terminated now" if terminated else "drained, each terminated when its unit ends"
+        ids = f": {', '.join(released)}" if released else ""
+        outcome = f"done: {len(released)} instance(s) {how}{ids}; {control.after_action()}"
+        for seq in self.actions_given:
+            self.store.mark_control_applied(seq, outcome)
+        self.actions_given = []
 
     def _release_until(self, until: float) -> None:
         """The timed releases before ``until``; a failure there counts like a failed iteration."""
@@ -387,6 +412,7 @@ class Daemon:
         self.journal.publish(record)
         entry = record.to_json()
         self.last_record = entry
+        self._report_actions(entry)
         adopted = sorted({i for i, _ in self.loop.lifecycle.items()} - known - set(record.launched))
         if adopted:
             log.info("adopted %d instance(s) the cloud lists as this pool's: %s", len(adopted), ", ".join(adopted))
