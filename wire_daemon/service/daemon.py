@@ -52,7 +52,6 @@ from wire_daemon.core.instances import LifecycleState, can_move
 from wire_daemon.core.journal import ControlChanged, Journal, NoticeBox
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.secrets import ScrubSecrets
-from wire_daemon.core.store import StateLock, StateStore
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
 from wire_daemon.runtime.control import PoolControl
@@ -61,6 +60,7 @@ from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
 from wire_daemon.service.metrics import Metrics
 from wire_daemon.service.safe_state import RUNNING_STATUS, CrashWatch
+from wire_daemon.service.state_room import open_state
 from wire_daemon.service.systemd_notify import notify
 from wire_daemon.service.wording import decision_words, offset
 
@@ -118,9 +118,8 @@ class Daemon:
         self.settings = settings
         self.config_path = config_path
         # Before anything writes to the state file: one daemon per state file (core/store.py).
-        self.lock = StateLock(settings.state_path).acquire()
+        self.lock, self.store = open_state(settings.state_path)  # waits while its disk has no room
         try:
-            self.store = StateStore(settings.state_path)
             self.watch = CrashWatch(settings.safe_state, self.store)
             self.watch.record_start()  # before the runtime: a start that fails in it is an unclean end too
             # What the state file knew before the cloud was asked: the start announces the rest (adopted) apart.
