@@ -19,6 +19,17 @@ pytestmark = pytest.mark.slow
 
 def test_a_lost_state_file_orphans_nothing_and_the_cap_holds(tmp_path, chaos_moto):
     result = run_state_loss(tmp_path, chaos_moto, RunShape(drain_timeout_s=90.0), StateLossPlan(losses=2))
+    for a in result.adoptions:
+        print(
+            f"state loss ({a.how}): {len(a.live_at_loss)} live at the loss; "
+            f"{len(a.lines)} adoption line(s) naming {len(a.named)}"
+        )
+    print(
+        f"state loss: {result.losses} loss(es); orphaned {len(result.orphaned)}; "
+        f"peak {result.peak}/{result.max_instances} "
+        f"over {result.samples} samples; exits {result.unexpected_exits}, tracebacks {result.tracebacks}; "
+        f"leaked {len(result.audit.leaked)}, duplicates {result.audit.duplicates}"
+    )
 
     assert result.losses == 2
     assert result.orphaned == [], f"orphaned: {result.orphaned}"

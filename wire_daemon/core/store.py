@@ -215,6 +215,10 @@ class StateStore:
                 raise StateDiskFull(str(self.path), f"no room on its disk to open the state database ({exc})") from None
             raise InputError(str(self.path), f"not a usable state database ({exc})") from exc
         if keep_writes:
+            # The daemon writes every iteration: a write-ahead log checkpointed at 32 pages, not SQLite's 1000
+            # (4 MiB), and cut back to 128 KiB after, keeps the room it needs on the disk small and steady.
+            self._db.execute("PRAGMA wal_autocheckpoint=32")
+            self._db.execute("PRAGMA journal_size_limit=131072")
             self._write_once()
         self._db.keep = keep_writes  # from here: the schema is on disk, only records can wait in memory
 
@@ -521,10 +525,7 @@ class _Connection:
         if not self.kept:
             return True
         try:
-            self.db.execute("BEGIN IMMEDIATE")
-            for statement in (st for tx in self.kept for st in tx):
-                self.db.execute(*statement)
-            self.db.execute("COMMIT")
+            self._write_kept()
         except sqlite3.OperationalError as exc:
             self._rollback()
             if no_room(exc):
@@ -535,7 +536,22 @@ class _Connection:
             return True
         log.warning("%s: room on its disk again: %d kept write(s) written", self.path, len(self.kept))
         self.kept = []
+        self._checkpoint()
         return True
+
+    def _write_kept(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+        for statement in (st for tx in self.kept for st in tx):
+            self.db.execute(*statement)
+        self.db.execute("COMMIT")
+
+    def _checkpoint(self) -> None:
+        """Move the write-ahead log into the database and empty it: the disk that was full gets its room back."""
+        try:
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.OperationalError as exc:  # busy, or no room to grow the database yet: the next one will do
+            if not no_room(exc) and "locked" not in str(exc):
+                raise
 
     def _in_transaction(self, sql: str, params: tuple[Any, ...]) -> Any:
         assert self._tx is not None
