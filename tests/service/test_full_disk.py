@@ -180,3 +180,28 @@ def test_wire_daemon_run_on_a_full_disk_waits_then_starts(disk, tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert "Traceback" not in err.read_text()
+
+
+def test_a_command_on_a_full_disk_says_it_was_not_recorded(disk, tmp_path, capsys):
+    from wire_daemon.cli.main import main
+
+    config = emulated_config(tmp_path)
+    config.write_text(config.read_text().replace(str(tmp_path / "state.sqlite"), str(disk.path / "state.sqlite")))
+    StateStore(disk.path / "state.sqlite").close()
+    disk.fill()
+
+    assert main(["pause", "--config", str(config)]) != 0
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    # Without the daemon (no -shm file to share) even the opening has no room; with it, the write has none.
+    assert "no room on" in line and "disk" in line and str(disk.path) in line
+
+    disk.free()
+    running = StateStore(disk.path / "state.sqlite", keep_writes=True)  # as the running daemon holds it
+    try:
+        disk.fill()
+        assert main(["pause", "--config", str(config)]) != 0
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "pause not recorded: no room on the state file's disk" in line
+        assert running.pending_controls() == []
+    finally:
+        running.close()

@@ -22,7 +22,7 @@ from typing import Any
 
 from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.secrets import redact
-from wire_daemon.core.store import StateStore
+from wire_daemon.core.store import StateStore, no_room
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.wording import Since, ago, decision_line, decision_words, duration, is_virtual, parse_since
 from wire_daemon.service.wording import wall as wall_time
@@ -453,6 +453,10 @@ def _control(args: argparse.Namespace) -> int:
         try:
             seq = store.request_control(command, count, by=_who())
         except sqlite3.OperationalError as exc:
+            if no_room(exc):
+                raise InputError(
+                    str(path), f"{command} not recorded: no room on the state file's disk ({exc}); free some and retry"
+                ) from None
             raise InputError(
                 str(path), f"cannot write the state file ({exc}): run the command as the daemon's user"
             ) from None

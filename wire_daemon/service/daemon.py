@@ -141,6 +141,7 @@ class Daemon:
         self.stop_reason = ""
         self.reload_requested = False
         self.controls_waiting = False
+        self.no_room = False  # the state file's disk refused a write, kept in memory since
         self.actions_given: list[int] = []  # drain-all / terminate-all requests applied, not yet carried out
         self.iterations = 0
         self.overruns = 0
@@ -420,6 +421,20 @@ class Daemon:
         else:
             log.info("%s", decision_words(entry))
         self._write_status(now, entry)
+        self._tell_room()
+
+    def _tell_room(self) -> None:
+        """systemd's status line says when the state file's disk has no room: it is shown without a write."""
+        kept = self.store.kept_writes
+        if kept and not self.no_room:
+            notify(STATUS=f"NO ROOM on the state file's disk: {kept} write(s) kept in memory; running on")
+        elif self.no_room and not kept:
+            notify(
+                STATUS=f"SAFE STATE: {self.watch.state.reason}; the pool is left as it is"
+                if self.watch.active
+                else RUNNING_STATUS
+            )
+        self.no_room = bool(kept)
 
     def _write_status(self, now: float, entry: dict[str, Any] | None, stopped: dict[str, Any] | None = None) -> None:
         snapshot = self.status_snapshot(now, entry, stopped)
