@@ -1,4 +1,4 @@
-"""Fuzz every reader in full: the long form of tests/test_fuzz_readers.py.
+"""Fuzz every reader in full: the long form of tests/monitor/test_fuzz_readers.py.
 
     python3 benchmarks/fuzz_readers.py --examples 10000 [--readers eventlog,dag] [--seed 1] [--json]
 
@@ -46,7 +46,9 @@ from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 
 
 def _load_harness() -> Any:
-    spec = importlib.util.spec_from_file_location("wire_fuzz_harness", ROOT / "tests" / "test_fuzz_readers.py")
+    spec = importlib.util.spec_from_file_location(
+        "wire_fuzz_harness", ROOT / "tests" / "monitor" / "test_fuzz_readers.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look the module up while the class is built

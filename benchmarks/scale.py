@@ -42,8 +42,8 @@ from wire_daemon.core.config import EmulationConfig, PredictionConfig, SteeringC
 from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.site import EmulatedSite
-from wire_daemon.loop.mape import MapeLoop
-from wire_daemon.runtime.policies import PolicyInputs, make_policy
+from wire_daemon.runtime.assembly import World, assemble_loop
+from wire_daemon.runtime.policies import PolicyInputs
 from wire_lab.synthetic import synthetic_workflow
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
@@ -75,8 +75,8 @@ def run_once(
     started = time.perf_counter()
     site = EmulatedSite(workflow, EmulationConfig(seed=seed), steering.slots_per_instance, steering.billing)
     state = RunState(workflow)
-    policy = make_policy(policy_name, PolicyInputs(state, steering, PredictionConfig()))
-    loop = MapeLoop(state, site, site, site, policy, steering)
+    inputs = PolicyInputs(state, steering, PredictionConfig())
+    loop = assemble_loop(policy_name, inputs, World(site, site, site), steering.instance_memory_mib, site)
     times: list[float] = []
     cpu: list[float] = []
     decisions: list[float] = []

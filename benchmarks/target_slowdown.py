@@ -52,11 +52,14 @@ RESULTS = REPO / "docs" / "results"
 sys.path.insert(0, str(REPO))  # this checkout's wire_daemon and wire_lab, installed or not
 
 from wire_daemon.core.config import SteeringConfig  # noqa: E402
-from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES  # noqa: E402
+from wire_daemon.runtime.policies import DEFAULT_POLICY, compared_policies  # noqa: E402
 from wire_daemon.runtime.replay import STAGE_CLASSES, replay  # noqa: E402
 from wire_lab.evaluation.report import library_version  # noqa: E402
 from wire_lab.evaluation.runs import SETTINGS, _workflow, find_traces, replay_config  # noqa: E402
 from wire_lab.traces import traces_flag  # noqa: E402
+
+# The on-demand study: the spot peers have their own (benchmarks/markets.py).
+POLICY_NAMES = compared_policies(SteeringConfig())
 
 UNITS_MIN = (1.0, 15.0, 30.0, 60.0)
 SCALES = (1.0, 10.0, 100.0)

@@ -1,13 +1,29 @@
-"""Fixtures shared by every test package: a moto EC2 server on loopback and a network in it."""
+"""Fixtures shared by every test package: a moto EC2 server on loopback and a network in it.
+
+Also the rule that puts whole kinds of tests in the slow tier (``-m slow``), so a new
+test of those kinds lands there without a marker of its own: every test under
+``SLOW_FOLDERS`` and every test that uses moto's server.
+"""
 
 from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 REGION = "us-east-1"
+HERE = Path(__file__).resolve().parent
+# End to end as a whole: the daemon against injected cloud faults, and a real HTCondor pool.
+SLOW_FOLDERS = tuple(HERE / name for name in ("chaos", "realpool"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.resolve()
+        if "moto_endpoint" in getattr(item, "fixturenames", ()) or any(path.is_relative_to(f) for f in SLOW_FOLDERS):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -18,12 +18,12 @@ import urllib.request
 
 import pytest
 
-from tests.execute.test_guarded_cloud import FakeDriver, make_guard, notes_of
+from tests.execute.test_guarded_cloud import FakeDriver, dry_run, make_guard, notes_of
 from wire_daemon.core.errors import CloudThrottledError, CloudTransientError
-from wire_daemon.core.instances import TERMINATED, Instance
-from wire_daemon.core.store import StateStore
+from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.execute.guarded_cloud import REQUEST_VISIBLE_S, GuardedCloud, SafetyConfig
 from wire_daemon.execute.providers.base import TAG_POOL, Ownership
+from wire_daemon.persist.store import StateStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning", "ignore::DeprecationWarning")
 
@@ -291,7 +291,9 @@ def test_a_launch_seen_only_by_its_request_is_counted(lagging):
 def test_instances_of_a_lost_reply_that_already_ended_still_count_for_the_budget(lagging):
     clock, driver, store, guarded = lagging
     request = store.open_request(2, now=clock["t"] - 60.0)
-    driver.ended = [Instance(f"i-gone-{n}", clock["t"] - 60.0, 4, TERMINATED, request_id=request) for n in range(2)]
+    driver.ended = [
+        Instance(f"i-gone-{n}", clock["t"] - 60.0, 4, CloudState.TERMINATED, request_id=request) for n in range(2)
+    ]
 
     cloud = guarded(max_instances=20, max_launches_per_interval=10, budget_units_per_hour=3)
     assert len(cloud.launch(4)) == 1  # the two that ran paid a unit each
@@ -307,7 +309,7 @@ def test_reconcile_keeps_a_young_request_open(lagging):
 
 def test_dry_run_still_counts_only_its_phantoms(world):
     clock, driver, store, guarded = world
-    cloud = guarded(dry_run=True, max_instances=3)
+    cloud = dry_run(driver, clock, max_instances=3)
     assert len(cloud.launch(5)) == 3
     assert driver.calls == []
 

@@ -69,6 +69,7 @@ def test_the_master_shuts_down_once_its_startd_is_gone(startd_start, master_up_s
     assert bool(classad2.ExprTree(expression).eval(classad2.ClassAd(master))) is shuts_down
 
 
+@pytest.mark.slow
 def test_the_master_runs_the_power_off_script_which_powers_off(tmp_path):
     knobs = _knobs(render_execute_config(WORKER))
     script_path = knobs["DEFAULT_MASTER_SHUTDOWN_SCRIPT"]

@@ -14,8 +14,9 @@ from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudQuotaError
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal, NoticeBox
-from wire_daemon.core.store import StateStore
+from wire_daemon.execute.dry_run import dry_run_guard
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
+from wire_daemon.persist.store import StateStore
 
 
 class FakeDriver:
@@ -106,9 +107,20 @@ def test_hourly_budget(world):
     assert any("budget_units_per_hour" in n for n in notes)
 
 
+def dry_run(driver, clock, charging_unit_s=3600.0, **config) -> GuardedCloud:
+    """The guard a dry run has: over phantoms standing in for ``driver``, notes readable with ``notes_of``."""
+    journal, box = Journal(), NoticeBox()
+    journal.subscribe(box)
+    cloud = dry_run_guard(
+        driver, SafetyConfig(dry_run=True, **config), Billing(charging_unit_s), lambda: clock["t"], journal
+    )
+    _boxes[id(cloud)] = box
+    return cloud
+
+
 def test_dry_run_makes_no_call_and_says_what_it_would_do(world):
     clock, driver, store, guarded = world
-    cloud = guarded(dry_run=True, charging_unit_s=60.0)
+    cloud = dry_run(driver, clock, charging_unit_s=60.0)
     phantoms = cloud.launch(2)
     assert [i.instance_id for i in phantoms] == ["dry-run-0001", "dry-run-0002"]
     assert cloud.list_instances() == phantoms  # the pool it would have, not the cloud's
@@ -118,9 +130,9 @@ def test_dry_run_makes_no_call_and_says_what_it_would_do(world):
     cloud.reconcile()
     assert driver.calls == []  # not even a listing
     assert notes_of(cloud) == [
+        "dry-run: reconcile skipped (it would list the cloud)",  # said when the dry run starts
         "dry-run: would launch 2 instance(s)",
         "dry-run: would terminate dry-run-0001",
-        "dry-run: reconcile skipped (it would list the cloud)",
     ]
     clock["t"] = 130.0
     assert cloud.cost_units(130.0) == 2 + 3  # ended at 90 s: 2 units; still up at 130 s: 3 units
@@ -197,7 +209,7 @@ CHILD = textwrap.dedent(
     import sys, time
     from wire_daemon.execute.providers.base import Ownership
     from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver, make_client
-    from wire_daemon.core.store import StateStore
+    from wire_daemon.persist.store import StateStore
     endpoint, image, subnet, pool, state_path = sys.argv[1:6]
     config = Ec2Config(
         region="us-east-1", image_id=image, instance_type="c5.xlarge", subnet_id=subnet, endpoint_url=endpoint
@@ -212,6 +224,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_daemon_killed_between_launch_and_record_adopts_instead_of_duplicating(
     tmp_path, moto_endpoint, network, ownership, boto_client
 ):

@@ -6,10 +6,10 @@ import pytest
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.instances import Instance
-from wire_daemon.core.store import StateStore
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
 from wire_daemon.execute.providers.base import TAG_REQUEST, TAG_SLOTS
 from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver
+from wire_daemon.persist.store import StateStore
 
 
 @pytest.fixture

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from tests.execute.test_guarded_cloud import make_guard, notes_of
-from wire_daemon.core.store import StateStore
 from wire_daemon.execute.guarded_cloud import GuardedCloud, PoolInUseError, SafetyConfig
 from wire_daemon.execute.providers.base import LEASE_RENEW_S, LEASE_TTL_S, TAG_LEASE, CloudDriver, Ownership
+from wire_daemon.persist.store import StateStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning", "ignore::DeprecationWarning")
 

@@ -211,6 +211,7 @@ def test_ssm_is_not_an_openstack_delivery():
         WorkerConfig(**{**BARBICAN.__dict__, "token_delivery": "ssm", "token_source": "/wire/x"}).validate()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX shell")
 @pytest.mark.parametrize(
     "config",
@@ -238,6 +239,7 @@ def test_templates_are_found_and_a_missing_dir_is_a_clear_error(tmp_path):
         render_user_data(SSM, template_dir=tmp_path)
 
 
+@pytest.mark.slow
 def test_barbican_fetch_reads_the_secret_with_the_images_application_credential(tmp_path):
     """Run the boot script's Barbican fetch against a stand-in Keystone + Barbican on 127.0.0.1."""
     import http.server

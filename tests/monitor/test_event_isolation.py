@@ -127,6 +127,7 @@ def test_events_of_types_the_daemon_does_not_read_are_taken_from_their_header() 
     assert (passed.native, passed.number, passed.cluster, passed.event_time) == (False, 14, 12, "2024-05-22T18:28:20")
 
 
+@pytest.mark.slow
 def test_a_read_stops_at_its_budget_and_the_next_goes_on(tmp_path: Path) -> None:
     whole = EventLogReader(EVENTLOG / "icecube_large_job.log").read()
     reader = EventLogReader(EVENTLOG / "icecube_large_job.log", read_budget_s=0.0)

@@ -61,6 +61,7 @@ def test_log_written_in_chunks_reads_like_one_read(tmp_path: Path, name: str) ->
     assert reader.pending_bytes == 0 and reader.read() == []
 
 
+@pytest.mark.slow
 def test_every_cut_position_gives_the_same_events(tmp_path: Path) -> None:
     name = "lsst_tiny_problems.nodes.log"
     data = (EVENTLOG / name).read_bytes()

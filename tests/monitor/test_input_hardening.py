@@ -73,6 +73,7 @@ NODE_EXECUTE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(NODE_EXECUTE))
 def test_a_malformed_node_execute_event_does_not_kill_the_reader(tmp_path: Path, case: str) -> None:
     log = tmp_path / "wf.dag.nodes.log"
@@ -99,6 +100,7 @@ def test_a_malformed_node_execute_event_does_not_kill_the_reader(tmp_path: Path,
         assert out["warnings"] == []
 
 
+@pytest.mark.slow
 def test_a_crash_leaves_no_temporary_file_behind(tmp_path: Path) -> None:
     log = tmp_path / "wf.dag.nodes.log"
     log.write_bytes(condor.submit(12, T0, "a").encode() + NODE_EXECUTE["nul-byte"])
@@ -113,6 +115,7 @@ def test_a_crash_leaves_no_temporary_file_behind(tmp_path: Path) -> None:
     assert list((tmp_path / "tmp").iterdir()) == []  # no wire-eventlog-*.log, and no other file
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", ["kickstart", "braindump", "workflow.yml"])
 def test_yaml_nested_50000_deep_is_refused_not_a_crash(tmp_path: Path, reader: str) -> None:
     path = tmp_path / {"kickstart": "job.out.000", "braindump": "braindump.yml", "workflow.yml": "workflow.yml"}[reader]

@@ -413,7 +413,7 @@ def test_a_store_that_fails_to_save_loses_nothing(tmp_path: Path) -> None:
 
 
 def test_positions_in_the_daemons_sqlite_state(tmp_path: Path) -> None:
-    from wire_daemon.core.store import StateStore
+    from wire_daemon.persist.store import StateStore
 
     wf = _copy(tmp_path, SUBMIT / "process_wf_failure")
     data = (SUBMIT / "process_wf_failure" / "jobstate.log").read_bytes()

@@ -67,6 +67,7 @@ def htcondor2_available() -> None:
     pytest.importorskip("htcondor2", reason="htcondor2 bindings not installed: only the strict local check runs")
 
 
+@pytest.mark.slow
 def test_htcondor_parses_both_snippets(htcondor2_available, tmp_path: Path) -> None:
     keys = [
         "DAEMON_LIST",
@@ -110,6 +111,7 @@ def test_htcondor_parses_both_snippets(htcondor2_available, tmp_path: Path) -> N
     assert int(p["DAGMAN_MAX_SUBMITS_PER_INTERVAL"]) == 500
 
 
+@pytest.mark.slow
 def test_htcondor_refuses_a_broken_snippet(htcondor2_available, tmp_path: Path) -> None:
     """The check above can fail: HTCondor names the file of a bad line."""
     broken = tmp_path / "broken.conf"

@@ -22,12 +22,13 @@ import pytest
 from wire_daemon.cli.main import main
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
-from wire_daemon.core.store import SCHEMA_VERSION, StateStore
 from wire_daemon.loop.schedule import release_until
+from wire_daemon.persist.store import SCHEMA_VERSION, StateStore
 from wire_daemon.ports.policy import PlanResult, SteeringDecision
 from wire_daemon.runtime.control import ControlledPolicy, PoolControl
 from wire_daemon.runtime.settings import load_settings
 from wire_daemon.service.daemon import Daemon
+from wire_daemon.service.status import StatusReport
 
 
 def _config(tmp_path: Path, speedup: float = 1e6) -> Path:
@@ -84,7 +85,7 @@ def test_pause_hold_resume_drain_and_terminate_through_the_state_file(tmp_path):
     assert all(r["launched"] == [] and r["released"] == [] for r in paused)
     assert all(r["rule"].startswith("paused by the operator: no change (the policy wanted") for r in paused)
     assert len(s.live()) == pool
-    assert s.daemon.status_snapshot(s.t, paused[-1])["control"]["mode"] == "paused"
+    assert s.daemon.status_snapshot(s.t, paused[-1]).control.mode == "paused"
 
     s.ask("hold", 3)
     held = s.step()
@@ -223,7 +224,7 @@ def test_a_schema_2_state_file_gains_the_controls_table(tmp_path):
     assert (pending.seq, pending.command, pending.requested_by, pending.requested_at) == (seq, "pause", "me", 5.0)
     store.mark_control_applied(seq, "applied", now=6.0)
     assert store.pending_controls() == [] and store.controls()[0].applied_at == 6.0
-    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     store.close()
 
 
@@ -272,6 +273,7 @@ def test_terminate_all_asks_first(tmp_path, capsys, monkeypatch):
     store.close()
 
 
+@pytest.mark.slow
 def test_the_running_daemon_applies_a_command_within_seconds(tmp_path):
     config = _config(tmp_path, speedup=30.0)  # 6 s of wall time per interval: the command comes between two
     proc = subprocess.Popen(
@@ -372,7 +374,8 @@ def test_the_command_says_what_was_done(tmp_path, capsys, monkeypatch):
     s.ask("hold", 2)
     s.step()
     s.step()
-    monkeypatch.setattr(service_commands, "read_status", lambda settings: {"daemon": "running", "pid": 4242})
+    running = StatusReport(daemon="running", state_path=str(tmp_path / "state.sqlite"), pid=4242)
+    monkeypatch.setattr(service_commands, "read_status", lambda path: running)
     s.ask("terminate-all")  # given just before: the command's pause joins it in one batch
     codes: list[int] = []
     cli = threading.Thread(target=lambda: codes.append(main(["pause", "--config", str(s.config)])))
@@ -400,7 +403,8 @@ def test_terminate_all_says_which_instances_it_terminated(tmp_path, capsys, monk
     s.step()
     s.step()
     pool = sorted(s.live())
-    monkeypatch.setattr(service_commands, "read_status", lambda settings: {"daemon": "running", "pid": 4242})
+    running = StatusReport(daemon="running", state_path=str(tmp_path / "state.sqlite"), pid=4242)
+    monkeypatch.setattr(service_commands, "read_status", lambda path: running)
     codes: list[int] = []
     cli = threading.Thread(target=lambda: codes.append(main(["terminate-all", "--yes", "--config", str(s.config)])))
     cli.start()

@@ -107,6 +107,7 @@ def test_status_before_any_run(tmp_path, capsys):
     assert "never ran" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_the_iteration_and_exits(tmp_path):
     config = _config(tmp_path, speedup=90.0)  # 2 s of wall time per 180 s interval
     proc = subprocess.Popen(
@@ -165,6 +166,7 @@ def test_check_config_names_a_bad_cloud_key(tmp_path, capsys):
     assert "bad.yaml" in err and "cloud.ec2.instance_typ" in err
 
 
+@pytest.mark.slow
 def test_run_serves_metrics_when_enabled(tmp_path):
     import socket
     import urllib.request

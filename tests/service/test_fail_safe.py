@@ -80,6 +80,7 @@ def test_a_reload_whose_reconfiguration_fails_keeps_the_running_settings(tmp_pat
     assert daemon.run(max_iterations=1) == 0
 
 
+@pytest.mark.slow
 def test_sighup_with_a_latin1_byte_leaves_the_daemon_running(tmp_path):
     config = _config(tmp_path, speedup=90.0)  # 2 s of wall time per 180 s interval
     proc = subprocess.Popen(

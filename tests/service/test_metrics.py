@@ -69,6 +69,7 @@ def _scrape(port: int) -> dict[tuple[str, tuple], float]:
     }
 
 
+@pytest.mark.slow
 def test_endpoint_reports_an_observed_record(served) -> None:
     metrics, port = served
     assert port > 0
@@ -102,6 +103,7 @@ def test_endpoint_reports_an_observed_record(served) -> None:
     assert limits == {limit: 0 for limit in KNOWN_LIMITS} | {"max_instances": 1, "back_off": 1}
 
 
+@pytest.mark.slow
 def test_a_later_record_replaces_the_gauges(served) -> None:
     metrics, port = served
     metrics.notify(RECORD)
@@ -118,6 +120,7 @@ def test_default_address_is_loopback() -> None:
     assert inspect.signature(Metrics.serve).parameters["address"].default == "127.0.0.1"
 
 
+@pytest.mark.slow
 def test_stop_frees_the_port_and_serve_twice_is_refused() -> None:
     metrics = Metrics()
     port = metrics.serve("127.0.0.1", 0)

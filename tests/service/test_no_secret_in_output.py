@@ -300,6 +300,7 @@ def _launched(tmp_path: Path) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_grep_a_run_against_moto_for_the_secrets(tmp_path, moto_endpoint, network, boto_client):
     from tests.service.test_submit_host_e2e import start_world
 
@@ -317,6 +318,7 @@ def test_grep_a_run_against_moto_for_the_secrets(tmp_path, moto_endpoint, networ
     _assert_no_secret(outputs)
 
 
+@pytest.mark.slow
 def test_grep_a_dry_run_for_the_secrets(tmp_path, moto_endpoint, network):
     from tests.service.test_submit_host_e2e import MAX_INSTANCES, start_world
 

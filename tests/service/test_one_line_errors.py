@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# The slow tier (-m slow): every test starts the CLI as a process.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -35,6 +35,7 @@ def _run(config: Path, *extra: str) -> subprocess.CompletedProcess:
 # -- item 1: the daemon is no longer silent ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_logs_its_start_each_decision_and_its_stop_at_info_by_default(tmp_path):
     done = _run(_config(tmp_path), "--max-iterations", "3")
     assert done.returncode == 0, done.stderr
@@ -50,11 +51,13 @@ def test_run_logs_its_start_each_decision_and_its_stop_at_info_by_default(tmp_pa
     assert "INFO stopped: 3 iteration(s) done (--max-iterations), after 3 decision(s)" in lines[-1]
 
 
+@pytest.mark.slow
 def test_log_level_warning_keeps_only_problems(tmp_path):
     done = _run(_config(tmp_path), "--max-iterations", "2", "--log-level", "warning")
     assert done.returncode == 0 and " INFO " not in done.stderr
 
 
+@pytest.mark.slow
 def test_reload_sigterm_and_metrics_address_are_logged(tmp_path):
     import socket
 

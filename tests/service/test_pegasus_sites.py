@@ -42,6 +42,7 @@ def test_committed_catalog_is_what_the_script_generates(make_sites: ModuleType) 
     assert SITES.read_text() == make_sites.render(make_sites.build_catalog())
 
 
+@pytest.mark.slow
 def test_script_writes_the_same_file(tmp_path: Path) -> None:
     out = tmp_path / "sites.yml"
     subprocess.run([sys.executable, str(SCRIPT), "-o", str(out)], check=True, timeout=60)
@@ -72,6 +73,7 @@ def test_condorpool_steers_jobs_to_the_managed_workers(make_sites: ModuleType) -
             assert all(PEGASUS_PROFILE_KEY.match(key) for key in namespace), namespace
 
 
+@pytest.mark.slow
 def test_pool_option_and_bad_pool_names(make_sites: ModuleType) -> None:
     text = make_sites.render(make_sites.build_catalog(pool="lab-7"))
     assert 'TARGET.WirePool =?= "lab-7"' in text
@@ -88,6 +90,7 @@ def test_pool_option_and_bad_pool_names(make_sites: ModuleType) -> None:
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "pool name" in run.stderr
 
 
+@pytest.mark.slow
 def test_check_mode(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--check", str(SITES)], capture_output=True, text=True, check=False, timeout=60

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from wire_daemon.cli.main import main
-from wire_daemon.cli.service_commands import read_status, render_status
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
@@ -19,6 +18,8 @@ from wire_daemon.ports.policy import PlanResult, SteeringDecision
 from wire_daemon.runtime.control import ControlledPolicy, PoolControl
 from wire_daemon.runtime.settings import load_settings
 from wire_daemon.service.daemon import Daemon
+from wire_daemon.service.status import read_status
+from wire_daemon.service.status_text import render_status
 
 from .emulated_config import emulated_config
 
@@ -84,8 +85,8 @@ def test_failing_iterations_enter_the_safe_state_and_successes_leave_it(tmp_path
         assert all(r["rule"].startswith("safe state, no change: 3 iterations in a row failed") for r in safe)
         assert s.live() == pool and victim in s.daemon.loop.pending_releases
 
-        report = read_status(s.daemon.settings)
-        assert report["safe_state"]["active"] and report["safe_state"]["succeeded_in_a_row"] == 2
+        report = read_status(s.daemon.settings.state_path)
+        assert report.safe_state and report.safe_state.active and report.safe_state.succeeded_in_a_row == 2
         text = render_status(report)
         assert "SAFE STATE since" in text and "no launch, no termination until 3 iteration(s)" in text
 
@@ -94,7 +95,8 @@ def test_failing_iterations_enter_the_safe_state_and_successes_leave_it(tmp_path
         assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("safe state ended")]
         s.step()
         assert victim not in s.live()
-    assert not read_status(s.daemon.settings)["safe_state"]["active"]
+    safe = read_status(s.daemon.settings.state_path).safe_state
+    assert safe is not None and not safe.active
     s.daemon._shutdown()
 
 

@@ -50,6 +50,7 @@ def test_no_test_or_benchmark_reads_the_repositorys_neighbours():
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_compare_traces_runs_in_a_fresh_clone_on_the_bundled_traces(tmp_path):
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "compare_traces.py"), "--units", "60", "--out-dir", str(tmp_path)],
@@ -65,6 +66,7 @@ def test_compare_traces_runs_in_a_fresh_clone_on_the_bundled_traces(tmp_path):
     assert all(p.name in table for p in TRACES.glob("*.json*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "script", ["evaluate.py", "boost_effect.py", "replay_speed.py", "compare_traces.py", "plan_accuracy.py"]
 )

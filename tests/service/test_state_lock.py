@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 
 from wire_daemon.core.errors import InputError
-from wire_daemon.core.store import StateLock, StateStore
+from wire_daemon.persist.store import StateLock, StateStore
 
 from .emulated_config import emulated_config
+
+# The slow tier (-m slow): every test starts the daemon as a process beside another holder of the state.
+pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-m", "wire_daemon.cli.main"]
 
@@ -84,7 +87,7 @@ def test_the_lock_goes_with_its_holder_however_it_ends(tmp_path):
 
     # A holder killed with SIGKILL: the kernel drops its lock, nothing is left to clean.
     code = (
-        "import sys, time; from wire_daemon.core.store import StateLock; "
+        "import sys, time; from wire_daemon.persist.store import StateLock; "
         f"lock = StateLock({str(state)!r}).acquire(); print('held', flush=True); time.sleep(120)"
     )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -12,9 +12,9 @@ from wire_daemon.cli.main import main
 from wire_daemon.core.config import EmulationConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.journal import Journal
-from wire_daemon.core.store import StateStore
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.guarded_cloud import SafetyConfig
+from wire_daemon.persist.store import StateStore
 from wire_daemon.runtime.runtimes import SubmitHostRuntime
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings, load_settings
 from wire_daemon.service.daemon import Daemon
@@ -113,12 +113,13 @@ def test_status_while_running_shows_lifecycle_last_decision_in_words_and_committ
         daemon.runtime.sleep_until(t)
         daemon._iterate(t)
     snapshot = daemon.status_snapshot(360.0, daemon.last_record)
-    assert snapshot["pool"] and all(i["lifecycle"] in ("booting", "joined", "draining") for i in snapshot["pool"])
-    assert snapshot["last_decision"]["words"].startswith("decision (target-slowdown): pool")
-    cost = snapshot["cost"]
-    assert cost["committed_units"] == len(snapshot["pool"])  # each live instance is inside one started unit
-    assert cost["spent_units"] + cost["committed_units"] == cost["total_units"] == snapshot["cost_units"]
-    assert snapshot["workflows"][0]["state"] == "running" and 0 < snapshot["tasks"]["done"] < 103
+    assert snapshot.pool and all(i.lifecycle in ("booting", "joined", "draining") for i in snapshot.pool)
+    assert snapshot.last_decision and snapshot.last_decision.words.startswith("decision (target-slowdown): pool")
+    cost = snapshot.cost
+    assert cost and cost.committed_units == len(snapshot.pool)  # each live instance is inside one started unit
+    assert cost.spent_units + cost.committed_units == cost.total_units == snapshot.cost_units
+    assert snapshot.workflows and snapshot.workflows[0].state == "running"
+    assert snapshot.tasks and 0 < snapshot.tasks.done < 103
     daemon._shutdown()
 
 
@@ -156,6 +157,7 @@ def test_the_submit_host_follows_workflows_by_the_names_inspect_gives(tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 def test_a_dry_run_on_a_submit_host_shows_workflows_pool_and_money(tmp_path, capsys):
     root = tmp_path / "submit"
     live = _live(root, "run1", bundled_trace_path(), "montage", epoch=time.time() - 30.0)

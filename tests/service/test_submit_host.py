@@ -7,11 +7,11 @@ from pathlib import Path
 from wire_daemon.core.config import EmulationConfig, SteeringConfig
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal, NoticeBox
-from wire_daemon.core.store import StateStore
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.guarded_cloud import SafetyConfig
 from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
+from wire_daemon.persist.store import StateStore
 from wire_daemon.runtime.runtimes import SubmitHostRuntime
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings
 from wire_lab.live_writer import WriterOptions, build_live

@@ -37,6 +37,9 @@ from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.providers.base import TAG_POOL
 from wire_lab.live_writer import LiveEmulation, WriterOptions, build_live
 
+# The slow tier (-m slow): every test runs the daemon as a process on a live-written submit host.
+pytestmark = pytest.mark.slow
+
 ENV = os.environ | {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",

@@ -72,12 +72,14 @@ def _verify(systemd_analyze: str, unit_dir: Path) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.slow
 def test_unit_verifies_without_warnings(systemd_analyze: str, tmp_path: Path) -> None:
     run = _verify(systemd_analyze, tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert (run.stdout + run.stderr).strip() == "", run.stdout + run.stderr
 
 
+@pytest.mark.slow
 def test_unit_with_submit_root_drop_in_verifies(systemd_analyze: str, tmp_path: Path) -> None:
     (tmp_path / "wire-daemon.service.d").mkdir()
     (tmp_path / "wire-daemon.service.d" / "submit-root.conf").write_text(DROP_IN.read_text())
@@ -86,6 +88,7 @@ def test_unit_with_submit_root_drop_in_verifies(systemd_analyze: str, tmp_path: 
     assert (run.stdout + run.stderr).strip() == "", run.stdout + run.stderr
 
 
+@pytest.mark.slow
 def test_verify_catches_a_bad_unit(systemd_analyze: str, tmp_path: Path) -> None:
     """The check above can fail: an unknown key is reported."""
     (tmp_path / "wire-daemon.service.d").mkdir()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wire_daemon.cli.service_commands import CONFIG_HELP, add_service_commands
-from wire_daemon.core.config import EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
+from wire_daemon.core.config import MARKET_MODES, EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
@@ -64,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument(
         "--bandwidth", type=float, default=125.0, metavar="MB/S", help="per-slot transfer bandwidth (default 125 MB/s)"
     )
-    rp.add_argument("--seed", type=int, default=0, help="order of ready siblings (default 0)")
+    rp.add_argument("--seed", type=int, default=0, help="order of ready siblings, reclaims and the storm (default 0)")
+    _add_market_flags(rp)
     rp.add_argument("--no-boost", action="store_true", help="do not raise the priority of each stage's first tasks")
     rp.add_argument("--json", action="store_true", help="print one JSON object")
     rp.add_argument("--verbose", action="store_true", help="print every interval's decision")
@@ -90,6 +91,40 @@ def _parser() -> argparse.ArgumentParser:
     _add_plan(sub)
     _fill_help(parser)
     return parser
+
+
+def _add_market_flags(rp: argparse.ArgumentParser) -> None:
+    rp.add_argument(
+        "--billing",
+        choices=("unit", "second"),
+        default="unit",
+        help="unit: every started charging unit paid in full (the paper); second: per second, 60 s minimum",
+    )
+    rp.add_argument(
+        "--market",
+        choices=MARKET_MODES,
+        default="on-demand",
+        help="what launches buy: on-demand, spot, or auto (the policy chooses per launch); default on-demand",
+    )
+    rp.add_argument(
+        "--interruptions",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="expected spot reclaims per spot instance-hour in the emulated market (default 0)",
+    )
+    rp.add_argument(
+        "--spot-price-ratio",
+        type=float,
+        default=0.35,
+        metavar="P",
+        help="spot price over on-demand price (default 0.35)",
+    )
+    rp.add_argument(
+        "--storm",
+        action="store_true",
+        help="half the spot capacity of the main type reclaimed at once, at a time drawn from the seed",
+    )
 
 
 def _add_plan(sub: Any) -> None:
@@ -181,17 +216,26 @@ def _replay_config(args: argparse.Namespace) -> ReplayConfig:
             raise ConfigError(f"{flag} must be > 0 (got {value:g})")
     if args.boot_lag is not None and not args.boot_lag >= 0:
         raise ConfigError(f"--boot-lag must be >= 0 (got {args.boot_lag:g})")
+    if not args.interruptions >= 0:
+        raise ConfigError(f"--interruptions must be >= 0 reclaims per spot instance-hour (got {args.interruptions:g})")
+    if not 0 < args.spot_price_ratio <= 1:
+        raise ConfigError(f"--spot-price-ratio must be in (0, 1] (got {args.spot_price_ratio:g})")
     steering = SteeringConfig(
         charging_unit_s=args.charging_unit * 60.0,
         interval_s=args.interval,
         slots_per_instance=args.slots,
         max_instances=args.max_instances,
+        billing_model=args.billing,
+        market=args.market,
+        spot_price_ratio=args.spot_price_ratio,
     )
     emulation = EmulationConfig(
         boot_lag_s=args.interval if args.boot_lag is None else args.boot_lag,
         bandwidth_bytes_per_s=args.bandwidth * 1e6,
         time_scale=args.time_scale,
         seed=args.seed,
+        spot_interruptions_per_hour=args.interruptions,
+        storm=args.storm,
     )
     return ReplayConfig(PredictionConfig(), steering, emulation).validate()
 
@@ -210,9 +254,11 @@ def _replay(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_json(path, workflow.n_tasks, config, results, args.verbose), indent=2))
         return 0
+    billed = f"u = {args.charging_unit:g} min" if args.billing == "unit" else "billed per second (60 s minimum)"
+    market = "" if args.market == "on-demand" else f", market {args.market} ({args.interruptions:g} reclaims/h)"
     print(
         f"trace {path.name}: {workflow.n_tasks} tasks, {len(workflow.stages)} stages; "
-        f"u = {args.charging_unit:g} min, interval {args.interval:g} s, "
+        f"{billed}{market}, interval {args.interval:g} s, "
         f"{args.slots} slots x {args.max_instances} instances, "
         f"time scale {args.time_scale:g}"
     )
@@ -245,6 +291,10 @@ def _json(
         "trace": path.name,
         "tasks": n_tasks,
         "charging_unit_s": config.steering.charging_unit_s,
+        "billing": config.steering.billing_model,
+        "market": config.steering.market,
+        "interruptions_per_hour": config.emulation.spot_interruptions_per_hour,
+        "storm": config.emulation.storm,
         "interval_s": config.steering.interval_s,
         "slots_per_instance": config.steering.slots_per_instance,
         "max_instances": config.steering.max_instances,

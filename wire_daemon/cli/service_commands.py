@@ -22,11 +22,12 @@ from typing import Any
 
 from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.secrets import redact
-from wire_daemon.core.store import StateStore, no_room
+from wire_daemon.persist.store import StateStore, no_room
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
-from wire_daemon.service.wording import Since, ago, decision_line, decision_words, duration, is_virtual, parse_since
+from wire_daemon.service.status import StatusReport, open_state_file, read_status
+from wire_daemon.service.status_text import render_status
+from wire_daemon.service.wording import Since, decision_line, decision_words, parse_since
 from wire_daemon.service.wording import wall as wall_time
-from wire_daemon.service.wording import when as time_of
 
 CONFIG_HELP = "the daemon's YAML config file (e.g. /etc/wire-daemon/config.yaml)"
 JSON_HELP = "print one JSON object instead of text"
@@ -220,212 +221,9 @@ def _token_reference(settings: Settings) -> Any:
 
 
 def _status(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config)
-    report = read_status(settings)
-    if args.json:
-        print(json.dumps(report, indent=2, sort_keys=True))
-    else:
-        print(render_status(report))
+    report = read_status(load_settings(args.config).state_path)
+    print(json.dumps(report.to_json(), indent=2, sort_keys=True) if args.json else render_status(report))
     return 0
-
-
-def read_status(settings: Settings, now: float | None = None) -> dict[str, Any]:
-    """The last snapshot the daemon wrote, whether it is alive, its mode and the commands not applied yet."""
-    path = Path(settings.state_path)
-    if not path.exists():
-        return {"daemon": "never ran", "state_path": str(path)}
-    store = _open_store(path)
-    try:
-        snapshot = json.loads(store.get_meta("status") or "{}")
-        heartbeat = json.loads(store.get_meta("heartbeat") or "{}")
-        stopped = json.loads(store.get_meta("stopped") or "{}")
-        started = json.loads(store.get_meta("started") or "{}")
-        control = json.loads(store.get_meta("control") or "null")
-        safe_state = json.loads(store.get_meta("safe_state") or "null")
-        pid = int(store.get_meta("pid") or 0)
-        pending = store.pending_controls()
-    finally:
-        store.close()
-    now = time.time() if now is None else now
-    alive = _alive(pid) and (not stopped or started.get("wall", heartbeat.get("wall", 0)) > stopped.get("wall", 0))
-    report: dict[str, Any] = {
-        "daemon": "running" if alive else "down",
-        "pid": pid or None,
-        "state_path": str(path),
-        "last_heartbeat_wall": heartbeat.get("wall"),
-        "started_wall": started.get("wall"),
-        "workflow_finished": stopped.get("finished") if not alive else None,
-        **snapshot,
-        "pending_controls": [
-            {"command": c.command, "count": c.count, "requested_at": c.requested_at, "requested_by": c.requested_by}
-            for c in pending
-        ],
-    }
-    if control is not None:  # fresher than the snapshot: a pause applies between iterations
-        from wire_daemon.runtime.control import PoolControl
-
-        mode = PoolControl.from_json(control)
-        report["control"] = mode.to_json() | {"describe": mode.describe()}
-    if isinstance(safe_state, dict):  # fresher than the snapshot: entered on a failed iteration, which writes none
-        report["safe_state"] = safe_state
-    if alive:
-        report.pop("stopped", None)
-    elif stopped:
-        report["stopped"] = snapshot.get("stopped") or stopped
-    return report
-
-
-def _open_store(path: Path) -> StateStore:
-    try:
-        return StateStore(path)
-    except sqlite3.OperationalError as exc:
-        raise InputError(str(path), f"cannot open the state file ({exc}): run as the daemon's user") from None
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def render_status(report: dict[str, Any], now: float | None = None) -> str:
-    now = time.time() if now is None else now
-    lines = [_daemon_line(report, now)] + _safe_state_lines(report)
-    if "time" not in report:
-        return "\n".join(lines + ["no decision yet"])
-    virtual = report.get("clock") == "virtual" or is_virtual(report)
-    control = report.get("control") or {}
-    lines.append(f"mode: {control.get('describe', 'automatic: the scaling policy decides')}")
-    for c in report.get("pending_controls") or []:
-        what = c["command"] + (f" {c['count']}" if c.get("count") is not None else "")
-        by = f" by {c['requested_by']}" if c.get("requested_by") else ""
-        lines.append(f"  pending: {what} (asked {wall_time(c['requested_at'])}{by}; not applied yet)")
-    clock = (
-        f"loop clock {time_of(report['time'], True)}: the emulated site's virtual time"
-        if virtual
-        else f"loop clock {wall_time(report['time'])}"
-    )
-    lines.append(clock)
-    lines += _workflow_lines(report, virtual)
-    tasks = report.get("tasks")
-    if tasks:
-        lines.append(
-            f"tasks: {tasks['done']} of {tasks['total']} done, {tasks['running']} running, {tasks['idle']} queued, "
-            f"{tasks['held']} held, {tasks['not_ready']} not ready"
-        )
-    last = report.get("last_decision")
-    if last:
-        stamp = time_of(last["time"], virtual) if isinstance(last.get("time"), (int, float)) else "?"
-        lines.append(f"last decision ({stamp}): {last.get('words') or last.get('rule', '')}")
-    lines += _pool_lines(report, virtual)
-    lines.append(_cost_line(report))
-    remaining = report.get("remaining_makespan_estimate_s") or 0.0
-    if remaining and not report.get("stopped"):
-        lines.append(f"remaining work over the pool's slots: about {duration(remaining)} (a lower bound)")
-    stages = report.get("stages") or []
-    if stages:
-        lines.append("stages:")
-        for s in stages:
-            if s.get("predicted_occupancy_s") is not None:
-                predicted = f"  predicted {s['predicted_occupancy_s']:>7.1f} s (policy {s['prediction_policy']})"
-            else:
-                predicted = "  not started: no prediction yet" if s.get("prediction_policy") == 1 else ""
-            lines.append(
-                f"  {s['stage']:<24} done {s['done']:>5}/{s['tasks']:<5} running {s['running']:>4} "
-                f"idle {s['idle']:>5} not ready {s['not_ready']:>5}{predicted}"
-            )
-    return "\n".join(lines)
-
-
-def _daemon_line(report: dict[str, Any], now: float) -> str:
-    line = f"daemon: {report['daemon']}" + (f" (pid {report['pid']})" if report.get("pid") else "")
-    beat = report.get("last_heartbeat_wall")
-    if isinstance(beat, (int, float)):
-        line += f"; last heartbeat {wall_time(beat)} ({ago(now - beat)})"
-    if report.get("dry_run"):
-        line += "; DRY-RUN: no cloud call is made"
-    stopped = report.get("stopped")
-    if report["daemon"] == "down" and stopped:
-        at = stopped.get("wall")
-        line += f"\nstopped {wall_time(at) if at else ''}: {stopped.get('reason', 'stopped')}"
-        if stopped.get("finished"):
-            line += " (the figures below are final)"
-    return line
-
-
-def _safe_state_lines(report: dict[str, Any]) -> list[str]:
-    safe = report.get("safe_state") or {}
-    if not safe.get("active"):
-        return []
-    since = f" since {wall_time(safe['since'])}" if isinstance(safe.get("since"), (int, float)) else ""
-    was = "" if report.get("daemon") == "running" else " (when it stopped)"
-    return [
-        f"SAFE STATE{since}{was}: {safe.get('reason', '')}; no launch, no termination until "
-        f"{safe.get('recover_iterations', '?')} iteration(s) in a row succeed "
-        f"({safe.get('succeeded_in_a_row', 0)} so far)"
-    ]
-
-
-def _workflow_lines(report: dict[str, Any], virtual: bool) -> list[str]:
-    workflows = report.get("workflows")
-    if workflows is None:
-        return []
-    if not workflows:
-        return ["workflows: none followed (no workflow under the submit root yet)"]
-    lines = [f"workflows ({len(workflows)}):"]
-    for w in workflows:
-        progress = f"{w.get('done', 0)}/{w.get('tasks', 0)} tasks done"
-        state = w.get("state", "?")
-        if w.get("exit_code") not in (None, 0):
-            state += f" (DAGMan exit {w['exit_code']})"
-        if isinstance(w.get("finished_at"), (int, float)):
-            state += f" at {time_of(w['finished_at'], virtual)}"
-        where = w.get("submit_dir") or w.get("trace") or ""
-        lines.append(f"  {w.get('name', '?'):<28} {state:<24} {progress:<20} {where}")
-    return lines
-
-
-def _pool_lines(report: dict[str, Any], virtual: bool) -> list[str]:
-    pool = report.get("pool") or []
-    lines = [f"pool: {len(pool)} instance(s)" + ("" if pool else ": none")]
-    for i in pool:
-        parts = [f"  {i['instance_id']:<20} {i.get('lifecycle') or '?':<11}"]
-        if i.get("state"):
-            parts.append(f"cloud: {i['state']:<8}")
-        if isinstance(i.get("age_s"), (int, float)):
-            parts.append(f"up {duration(i['age_s']):>8}")
-        if i.get("slots"):
-            parts.append(f"busy {i.get('busy_slots', 0)}/{i['slots']}")
-        if isinstance(i.get("release_at"), (int, float)):
-            parts.append(f"terminated at {time_of(i['release_at'], virtual)}")
-        elif isinstance(i.get("next_charge_in_s"), (int, float)):
-            parts.append(f"next unit in {duration(i['next_charge_in_s'])}")
-        lines.append("  ".join(parts))
-    ended = report.get("ended_instances") or []
-    count = report.get("ended_instances_count", len(ended))
-    if count:
-        shown = ", ".join(f"{e['instance_id']} ({e['lifecycle']})" for e in ended)
-        more = f" (latest: {shown})" if count > len(ended) else f": {shown}"
-        lines.append(f"  ended since the daemon started: {count}{more}")
-    return lines
-
-
-def _cost_line(report: dict[str, Any]) -> str:
-    cost = report.get("cost") or {}
-    unit = report.get("charging_unit_s")
-    per = f" of {duration(unit)}" if isinstance(unit, (int, float)) else ""
-    if not cost:
-        return f"cost: {report.get('cost_units', 0)} charging unit(s){per}"
-    return (
-        f"cost: {cost['total_units']} charging unit(s){per}: {cost['spent_units']} spent (ended), "
-        f"{cost['committed_units']} committed (started, not yet ended)"
-    )
 
 
 # -- the operator's controls -------------------------------------------------------------
@@ -444,11 +242,11 @@ def _control(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{command}: no state file at {path} (state_path): the daemon never ran with this config; start it first"
         )
-    status = read_status(settings)
+    status = read_status(path)
     if command == "terminate-all" and not args.yes and not _confirmed(status):
         print("terminate-all: not confirmed; nothing done", file=sys.stderr)
         return 1
-    store = _open_store(path)
+    store = open_state_file(path)
     try:
         try:
             seq = store.request_control(command, count, by=_who())
@@ -461,17 +259,17 @@ def _control(args: argparse.Namespace) -> int:
                 str(path), f"cannot write the state file ({exc}): run the command as the daemon's user"
             ) from None
         what = command + (f" {count}" if count is not None else "")
-        if status.get("daemon") != "running":
+        if status.daemon != "running":
             print(f"{what}: recorded in {path}; the daemon is down: it applies it when it starts")
             return 0
         applied = _wait_applied(store, seq)
     finally:
         store.close()
     if applied is None:
-        if read_status(settings).get("daemon") != "running":
+        if read_status(path).daemon != "running":
             print(f"{what}: recorded; the daemon stopped before applying it: it applies it when it starts")
         else:
-            print(f"{what}: recorded; the daemon (pid {status.get('pid')}) applies it at its next look (it is busy)")
+            print(f"{what}: recorded; the daemon (pid {status.pid}) applies it at its next look (it is busy)")
         return 0
     outcome = applied.outcome or "applied"
     if outcome.startswith("refused"):
@@ -479,7 +277,7 @@ def _control(args: argparse.Namespace) -> int:
         return 1
     # "applied: <what it does>", "done: <what was done>", or "pending: <what it waits for>" (timed out waiting).
     word, _, detail = outcome.partition(": ")
-    by = f"{word} by the daemon (pid {status.get('pid')}) at {wall_time(applied.applied_at or 0)}"
+    by = f"{word} by the daemon (pid {status.pid}) at {wall_time(applied.applied_at or 0)}"
     print(f"{what}: {by}: {detail}" if detail else f"{what}: {by}")
     return 0
 
@@ -502,8 +300,8 @@ def _wait_applied(store: StateStore, seq: int, timeout_s: float = CONTROL_WAIT_S
     return seen
 
 
-def _confirmed(status: dict[str, Any]) -> bool:
-    pool = [i["instance_id"] for i in status.get("pool") or []]
+def _confirmed(status: StatusReport) -> bool:
+    pool = [i.instance_id for i in status.snapshot.pool] if status.snapshot is not None else []
     what = f"{len(pool)} instance(s) ({', '.join(pool[:8])}{', ...' if len(pool) > 8 else ''})" if pool else "the pool"
     print(
         f"terminate-all: this terminates {what} now; their running jobs are killed and rerun later. "
@@ -597,4 +395,4 @@ def _parse(path: Path, line: str, number: int | None = None) -> dict[str, Any] |
     return record if isinstance(record, dict) else None
 
 
-__all__ = ["add_service_commands", "read_status", "render_status", "follow_decisions", "decision_words"]
+__all__ = ["add_service_commands", "follow_decisions", "decision_words"]

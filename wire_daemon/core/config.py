@@ -61,6 +61,9 @@ class InstanceType:
         _positive(f"{key}.price", self.price)
 
 
+MARKET_MODES = ("on-demand", "spot", "auto")
+
+
 @dataclass(frozen=True)
 class SteeringConfig:
     charging_unit_s: float = 3600.0  # u
@@ -100,9 +103,27 @@ class SteeringConfig:
     # cloud settings, with slots_per_instance slots at a price of 1 a unit. Growing launches the type
     # cheapest per task that fits; the first listed is the one the pool starts with.
     instance_types: tuple[InstanceType, ...] = ()
+    # How the cloud bills: "unit" (every started charging_unit_s paid in full, the paper) or "second"
+    # (per second after a first charge of minimum_charge_s, as EC2, Google Cloud and Azure bill VMs).
+    billing_model: str = "unit"
+    minimum_charge_s: float = 60.0
+    # Which market launches buy: "on-demand"; "spot" (every launch); "auto" (each launch chosen from
+    # the work it would carry: plan/placement.py). Spot costs spot_price_ratio of on-demand, and the
+    # policy expects spot_interruptions_per_hour reclaims per spot instance-hour.
+    market: str = "on-demand"
+    spot_price_ratio: float = 0.35
+    spot_interruptions_per_hour: float = 0.05
+
+    @property
+    def planning_unit_s(self) -> float:
+        """The unit the policies plan in (Algorithms 2-3, release thresholds): the charging unit, or
+        under per-second billing the minimum charge, the least an instance started costs."""
+        return max(self.minimum_charge_s, 1.0) if self.billing_model == "second" else self.charging_unit_s
 
     @property
     def billing(self) -> Billing:
+        if self.billing_model == "second":
+            return Billing.per_second(self.minimum_charge_s)
         return Billing(self.charging_unit_s)
 
     def instance_type(self, name: str) -> InstanceType | None:
@@ -128,6 +149,14 @@ class SteeringConfig:
         _at_least("steering.instance_memory_mib", self.instance_memory_mib, 0.0)
         for n, kind in enumerate(self.instance_types):
             kind.validate(f"steering.instance_types[{n}]")
+        if self.billing_model not in ("unit", "second"):
+            raise ConfigError(f"steering.billing_model must be 'unit' or 'second' (got {self.billing_model!r})")
+        _at_least("steering.minimum_charge_s", self.minimum_charge_s, 0.0)
+        if self.market not in MARKET_MODES:
+            raise ConfigError(f"steering.market must be one of {', '.join(MARKET_MODES)} (got {self.market!r})")
+        if not 0.0 < self.spot_price_ratio <= 1.0:
+            raise ConfigError(f"steering.spot_price_ratio must be in (0, 1] (got {self.spot_price_ratio!r})")
+        _at_least("steering.spot_interruptions_per_hour", self.spot_interruptions_per_hour, 0.0)
         names = [t.name for t in self.instance_types]
         if len(set(names)) != len(names):
             raise ConfigError(f"steering.instance_types names must be distinct (got {', '.join(names)})")
@@ -154,6 +183,14 @@ class EmulationConfig:
     # A job that uses more memory than it requested is held after this fraction of its occupancy (the
     # memory paper's "time to failure": 0.1, 0.5 or 0.9 of the run).
     memory_failure_fraction: float = 0.5
+    # The spot market (emulated/market.py): reclaims per spot instance-hour, a storm (storm_fraction of
+    # the main type's spot capacity reclaimed at once, at a time drawn from the seed), the notice a reclaim
+    # gives, and the spot instances of one type the market has room for (None: no limit).
+    spot_interruptions_per_hour: float = 0.0
+    storm: bool = False
+    storm_fraction: float = 0.5
+    reclaim_notice_s: float = 120.0
+    spot_capacity: int | None = None
 
     def validate(self) -> None:
         _at_least("emulation.boot_lag_s", self.boot_lag_s, 0.0)
@@ -164,6 +201,12 @@ class EmulationConfig:
         _positive("emulation.time_scale", self.time_scale)
         _at_least("emulation.instance_memory_mib", self.instance_memory_mib, 0.0)
         _positive("emulation.memory_request_factor", self.memory_request_factor)
+        _at_least("emulation.spot_interruptions_per_hour", self.spot_interruptions_per_hour, 0.0)
+        if not 0.0 < self.storm_fraction <= 1.0:
+            raise ConfigError(f"emulation.storm_fraction must be in (0, 1] (got {self.storm_fraction!r})")
+        _at_least("emulation.reclaim_notice_s", self.reclaim_notice_s, 0.0)
+        if self.spot_capacity is not None:
+            _at_least("emulation.spot_capacity", self.spot_capacity, 0)
         if not 0.0 <= self.memory_failure_fraction <= 1.0:
             raise ConfigError(
                 f"emulation.memory_failure_fraction must be in [0, 1] (got {self.memory_failure_fraction!r})"

@@ -1,7 +1,8 @@
 """What happened, as typed events, and the observers that listen to them.
 
-The loop, the guarded cloud and the monitor publish events here; the
-decisions log, the metrics endpoint and status subscribe (plugins as
+The loop, the guarded cloud, the monitor and the instance lifecycle
+(``core.instances.InstanceMoved``) publish events here; the decisions log,
+the metrics endpoint, status and the state file subscribe (plugins as
 observers). An event is a small frozen dataclass; ``line`` is how it reads in
 the decisions log, and nothing downstream parses that text back.
 """

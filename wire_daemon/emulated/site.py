@@ -17,7 +17,8 @@ The model, and the choices made where reality offers several:
   tasks from ``launch + boot_lag_s``. A retired (draining) instance takes no
   new job. Terminating it ends its billing at once and evicts its running
   jobs, which restart from zero when matched again.
-* The initial pool is up at time zero (it exists when the workflow starts).
+* The initial pool is up at time zero (it exists when the workflow starts),
+  bought on ``initial_market`` (a spot fleet started before the workflow).
 * Ready tasks submitted in the same instant are shuffled with ``seed``: the
   order in which DAGMan submits siblings is not something a policy can rely on.
 * Memory (issue 15), only with ``instance_memory_mib`` > 0: each instance is
@@ -33,6 +34,10 @@ The model, and the choices made where reality offers several:
   instance has that type's cores, memory (its own, or ``instance_memory_mib``
   when the type gives none) and price per unit; the initial pool is of the
   first type. ``cost_money`` is the bill at those prices.
+* Markets: a launch buys on-demand or spot capacity. Spot costs
+  ``spot_price_ratio`` of on-demand, and its instances are reclaimed as
+  ``emulated/market.py`` models (rate, notice, storms, capacity). Money is
+  each instance's price per hour times the seconds the billing rule charges.
 """
 
 from __future__ import annotations
@@ -48,13 +53,15 @@ import numpy as np
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig, InstanceType
-from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.errors import CloudCapacityError, ConfigError
 from wire_daemon.core.events import EventKind, TaskEvent
-from wire_daemon.core.instances import PENDING, RUNNING, TERMINATED, Instance
+from wire_daemon.core.instances import CloudState, Instance
+from wire_daemon.core.pricing import DEFAULT_SPOT_PRICE_RATIO, Market, Offer, money, unit_priced
 from wire_daemon.core.workflow import Workflow
+from wire_daemon.emulated.market import Reclaimer, SpotMarket, storm_time
 from wire_daemon.ports.prediction import DispatchEstimate
 
-_SUBMIT, _NEGOTIATE, _FINISH, _BOOT, _HOLD = range(5)
+_SUBMIT, _NEGOTIATE, _FINISH, _BOOT, _HOLD, _NOTICE, _RECLAIM, _STORM = range(8)
 _MIB = float(1 << 20)
 _SAME_INSTANT = 1e-6  # seconds: events closer than this happen together (float noise)
 
@@ -71,7 +78,9 @@ class _EmuInstance:
     memory_mib: float = 0.0  # 0: memory not modelled
     used_mib: float = 0.0  # requests of the running jobs
     instance_type: str = ""  # one of the site's types; "": the one type of slots_per_instance slots
-    price: float = 1.0  # per charging unit
+    price_per_hour: float = 0.0  # in its market
+    market: Market = Market.ON_DEMAND
+    noticed: bool = False  # a reclaim notice came: it ends at the notice's end
 
     @property
     def alive(self) -> bool:
@@ -114,6 +123,9 @@ class EmulatedSite:
         slots_per_instance: int,
         billing: Billing,
         types: Sequence[InstanceType] = (),
+        market: SpotMarket | None = None,
+        spot_price_ratio: float = DEFAULT_SPOT_PRICE_RATIO,
+        initial_market: Market = Market.ON_DEMAND,
     ) -> None:
         self.wf = workflow
         self.config = config
@@ -121,6 +133,12 @@ class EmulatedSite:
         self.types = {t.name: t for t in types}
         self._first_type = types[0].name if types else ""
         self.billing = billing
+        self.offers = _offers(types, slots_per_instance, billing, spot_price_ratio)
+        self.market = market or SpotMarket(seed=config.seed)
+        self._reclaimer = Reclaimer(self.market)
+        self.interruptions = 0  # reclaim notices received
+        self.interrupted_slot_s = 0.0  # slot-seconds of work lost to reclaims (rerun from zero)
+        self.capacity_failures = 0  # spot instances asked for that the market had no room for
         self.time = 0.0
         self.true_occupancy_s, self.true_exec_s = task_times(workflow, config)
         self._rng = np.random.default_rng(config.seed)
@@ -150,7 +168,9 @@ class EmulatedSite:
         self._submit_roots()
         booted_at = -config.boot_lag_s if config.bill_initial_boot else 0.0
         for _ in range(config.initial_instances):
-            self._add_instance(ready_time=0.0, launch_time=booted_at, instance_type=self._first_type)
+            self._add_instance(0.0, launch_time=booted_at, instance_type=self._first_type, market=initial_market)
+        if self.market.storm_at_s is not None:
+            self._push(self.market.storm_at_s, _STORM, None)
 
     # -- Clock -------------------------------------------------------------
 
@@ -188,12 +208,36 @@ class EmulatedSite:
     def all_instances(self) -> Sequence[Instance]:
         return [self._view(i) for i in self._instances.values()]
 
-    def launch(self, count: int, request_id: str | None = None, *, instance_type: str = "") -> Sequence[Instance]:
+    def launch(
+        self,
+        count: int,
+        request_id: str | None = None,
+        *,
+        instance_type: str = "",
+        market: Market = Market.ON_DEMAND,
+    ) -> Sequence[Instance]:
         if instance_type and instance_type not in self.types:
             raise ConfigError(f"the emulated site has no instance type {instance_type!r}")
-        ready = self.time + self.config.boot_lag_s
         kind = instance_type or self._first_type
-        return [self._view(self._add_instance(ready, instance_type=kind)) for _ in range(count)]
+        if not self.offers[kind].offers(market):
+            raise ConfigError(f"the emulated site does not sell {kind or 'its instance type'!r} on the {market} market")
+        fits = self._room(kind, market, count)
+        ready = self.time + self.config.boot_lag_s
+        made = [self._view(self._add_instance(ready, instance_type=kind, market=market)) for _ in range(fits)]
+        if fits < count:  # as EC2 does: what fits is launched, the rest fails for capacity
+            self.capacity_failures += count - fits
+            name = kind or "the instance type"
+            detail = f"no {market} capacity for {count - fits} of {count} {name!r}"
+            raise CloudCapacityError("emulated", "launch", detail, "InsufficientInstanceCapacity", tuple(made))
+        return made
+
+    def _room(self, kind: str, market: Market, wanted: int) -> int:
+        """How many of ``wanted`` instances the market has room for now."""
+        capacity = self.market.capacity
+        if market is not Market.SPOT or capacity is None:
+            return wanted
+        live = sum(1 for i in self._alive.values() if i.market is Market.SPOT and i.instance_type == kind)
+        return max(0, min(wanted, capacity - live))
 
     def adopt(self, instance_id: str) -> Instance:
         """An instance launched elsewhere (a real cloud API) joins this world, after the boot lag.
@@ -250,16 +294,21 @@ class EmulatedSite:
         return units
 
     def cost_money(self, until: float) -> float:
-        """The bill at each instance's price per unit (equal to ``cost_units`` without instance types)."""
-        return sum(self._units(inst, until) * inst.price for inst in self._instances.values())
+        """The bill: each instance's price per hour times the seconds billed (charging units of one
+        on-demand price per unit, without instance types or markets)."""
+        live = self._instances.values()
+        return sum(money(self.billing, i.price_per_hour, i.launch_time, self._end(i, until)) for i in live)
 
     def paid_slot_seconds(self, until: float) -> float:
         return sum(self._units(i, until) * self.billing.charging_unit_s * i.slots for i in self._instances.values())
 
     def _units(self, inst: _EmuInstance, until: float) -> int:
         """Started charging units, billed from launch to termination (or ``until``)."""
-        end = until if inst.end_time is None else inst.end_time
-        return self.billing.units(inst.launch_time, end)
+        return self.billing.units(inst.launch_time, self._end(inst, until))
+
+    @staticmethod
+    def _end(inst: _EmuInstance, until: float) -> float:
+        return until if inst.end_time is None else inst.end_time
 
     # -- the world ---------------------------------------------------------
 
@@ -282,6 +331,12 @@ class EmulatedSite:
             task, attempt = cast(tuple[int, int], payload)
             if self._attempt[task] == attempt and task in self._host:
                 self._hold(task)
+        elif kind == _NOTICE:
+            self._notice(cast(str, payload))
+        elif kind == _RECLAIM:
+            self._reclaim(cast(str, payload))
+        elif kind == _STORM:
+            self._storm()
 
     def _submit_roots(self) -> None:
         roots = np.flatnonzero(self._pending_parents == 0)
@@ -400,24 +455,62 @@ class EmulatedSite:
         instance_id: str | None = None,
         launch_time: float | None = None,
         instance_type: str = "",
+        market: Market = Market.ON_DEMAND,
     ) -> _EmuInstance:
         instance_id = instance_id or f"i-{next(self._instance_ids):05d}"
         launched = self.time if launch_time is None else launch_time
+        offer = self.offers[instance_type]
         inst = _EmuInstance(
-            instance_id, launched, ready_time, self.slots_per_instance, memory_mib=self.instance_memory_mib
+            instance_id,
+            launched,
+            ready_time,
+            offer.cores,
+            memory_mib=self.instance_memory_mib,
+            instance_type=instance_type,
+            price_per_hour=offer.price_per_hour(market),
+            market=market,
         )
         kind = self.types.get(instance_type)
-        if kind is not None:
-            inst.instance_type, inst.slots, inst.price = kind.name, kind.cores, kind.price
-            if self.memory_on:
-                inst.memory_mib = kind.memory_mib or self.instance_memory_mib
+        if kind is not None and self.memory_on:
+            inst.memory_mib = kind.memory_mib or self.instance_memory_mib
         self._instances[inst.instance_id] = inst
         self._alive[inst.instance_id] = inst
         if ready_time > self.time:
             self._push(ready_time, _BOOT, inst.instance_id)
         else:
             self._request_negotiation()
+        if market is Market.SPOT:
+            self._push(launched + self._reclaimer.time_to_reclaim(), _NOTICE, inst.instance_id)
         return inst
+
+    # -- the spot market: notices, reclaims, storms -------------------------
+
+    def _notice(self, instance_id: str) -> None:
+        """A reclaim notice: the worker takes no new job, and ends when the notice runs out."""
+        inst = self._instances[instance_id]
+        if not inst.alive or inst.noticed:
+            return
+        inst.noticed = inst.draining = True
+        self.interruptions += 1
+        self._push(self.time + self.market.notice_s, _RECLAIM, instance_id)
+
+    def _reclaim(self, instance_id: str) -> None:
+        inst = self._instances[instance_id]
+        if not inst.alive:
+            return  # released by its owner during the notice
+        self.interrupted_slot_s += sum(
+            self.time - self._start[t] for t in inst.running if self._ends[t] > self.time + _SAME_INSTANT
+        )
+        self.terminate([instance_id])
+
+    def _storm(self) -> None:
+        spot = [
+            i.instance_id
+            for i in self._alive.values()
+            if i.market is Market.SPOT and i.instance_type == self._first_type and not i.noticed
+        ]
+        for instance_id in self._reclaimer.storm_victims(spot):
+            self._notice(instance_id)
 
     # -- memory: partitionable slots, requests and holds (issue 15) ----------
 
@@ -522,8 +615,53 @@ class EmulatedSite:
         self._request_negotiation()
 
     def _view(self, inst: _EmuInstance) -> Instance:
-        state = TERMINATED if not inst.alive else (RUNNING if inst.ready_time <= self.time else PENDING)
-        return Instance(inst.instance_id, inst.launch_time, inst.slots, state, instance_type=inst.instance_type)
+        state = (
+            CloudState.TERMINATED
+            if not inst.alive
+            else (CloudState.RUNNING if inst.ready_time <= self.time else CloudState.PENDING)
+        )
+        return Instance(
+            inst.instance_id, inst.launch_time, inst.slots, state, instance_type=inst.instance_type, market=inst.market
+        )
+
+
+def _offers(types: Sequence[InstanceType], slots: int, billing: Billing, spot_ratio: float) -> dict[str, Offer]:
+    """Each type as the site sells it; without types, one of ``slots`` cores at one unit per unit."""
+    offers = [unit_priced(t.name, t.cores, t.price, billing, t.memory_mib) for t in types]
+    offers = offers or [unit_priced("", slots, 1.0, billing)]
+    return {o.name: o.with_spot_ratio(spot_ratio) for o in offers}
+
+
+def spot_market(workflow: Workflow, config: EmulationConfig) -> SpotMarket:
+    """The market an emulation config asks for; a storm lands within the run's critical path."""
+    storm_at = None
+    if config.storm:
+        storm_at = storm_time(config.seed, config.boot_lag_s, critical_path_s(workflow, config))
+    return SpotMarket(
+        config.spot_interruptions_per_hour,
+        config.reclaim_notice_s,
+        storm_at,
+        config.storm_fraction,
+        config.spot_capacity,
+        config.seed,
+    )
+
+
+def critical_path_s(workflow: Workflow, config: EmulationConfig) -> float:
+    """The longest chain of slot occupancies: how long the run takes on an unbounded pool."""
+    occupancy, _ = task_times(workflow, config)
+    pending = workflow.n_parents().astype(np.int64)
+    finish = np.zeros(workflow.n_tasks)
+    ready = list(np.flatnonzero(pending == 0).tolist())
+    while ready:
+        task = ready.pop()
+        finish[task] += occupancy[task]
+        for child in workflow.children(task).tolist():
+            finish[child] = max(finish[child], finish[task])
+            pending[child] -= 1
+            if pending[child] == 0:
+                ready.append(child)
+    return float(finish.max()) if finish.size else 0.0
 
 
 def user_requests(workflow: Workflow, config: EmulationConfig) -> np.ndarray:

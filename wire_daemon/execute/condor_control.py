@@ -221,6 +221,12 @@ class HTCondorControl:
         ads = self._query(constraint, ["WireInstanceId", "MyAddress"], "the pool's workers")
         return {str(ad["WireInstanceId"]): str(ad["MyAddress"]) for ad in ads if "MyAddress" in ad}
 
+    def queued_job_id(self, wf_uuid: str, node: str) -> str | None:
+        return queued_job_id(self.schedd, wf_uuid, node)
+
+    def take_notes(self) -> list[str]:
+        return []  # it does what it is asked: nothing is left to say
+
     def _startd_ads(self, instance_id: str, projection: Sequence[str]) -> list[Any]:
         constraint = f'WireInstanceId == "{_checked(instance_id)}" && WirePool == "{_checked(self.pool_name)}"'
         return self._query(constraint, projection, instance_id)
@@ -295,7 +301,11 @@ class LoggedCondorControl:
     """Condor control when ``condor.control`` is off: says what it would do, touches nothing.
 
     For a submit host whose schedd the daemon may not edit, and for rehearsals
-    against an emulated submit directory, where no schedd exists.
+    against an emulated submit directory, where no schedd exists. It answers
+    the pool's questions as if there were no pool to ask: every running
+    instance counts as joined, none holds a claim, no startd address or
+    queued job is known. So the runtime and the guard call it as they call
+    ``HTCondorControl``, and act as they would with no HTCondor check at all.
     """
 
     def __init__(self) -> None:
@@ -317,6 +327,21 @@ class LoggedCondorControl:
     def release_job(self, task_id: str) -> bool:
         self.notes.append(f"condor control off: would release {task_id}")
         return True
+
+    def has_joined(self, instance_id: str) -> bool:
+        return True
+
+    def holds_claims(self, instance_id: str) -> bool:
+        return False
+
+    def worker_addresses(self) -> dict[str, str]:
+        return {}
+
+    def queued_job_id(self, wf_uuid: str, node: str) -> str | None:
+        return None
+
+    def sync(self) -> int:
+        return 0  # no edit was made, so none is re-applied
 
     def take_notes(self) -> list[str]:
         notes, self.notes = self.notes, []

@@ -12,19 +12,19 @@ the state file. Whatever the policy asks, it:
   previous life launched), the instances the state file holds, and each open
   request it cannot settle (its reply was lost: the launch may have happened)
   as that many more; when the cloud cannot be listed, it launches nothing;
-* in dry-run mode makes no cloud call at all, not even a listing: it keeps
-  a pool of phantom instances (``dry-run-0001``...) that it "launches" and
-  "terminates", so the decisions log reads as the real run would, and notes
-  every call it would have made;
 * backs off after instances die young or never join the pool, doubling the
   pause each time, so a broken image cannot become a redeploy loop;
 * records each launch request before the cloud call and closes it after, so
   a daemon killed in between adopts the instances on restart
   (``reconcile``) instead of launching duplicates;
-* persists each instance's lifecycle state (booting, terminating, terminated,
-  vanished) before and after the cloud calls that change it, and re-issues a
+* moves each instance's lifecycle (booting, terminating, terminated,
+  vanished) before and after the cloud calls that change it, through the
+  ``Lifecycle``, whose observers persist it in the state file; and re-issues a
   termination whose reply was lost while the instance is still listed;
 * turns every cloud error into a typed notice for the decisions log; none escapes.
+
+Dry-run is not a mode of the guard: it is the cloud under it
+(``execute.dry_run``), with a scratch store.
 
 The cloud is the source of truth: ``reconcile`` adopts our tagged instances
 the state file does not know, forgets those the cloud no longer has, and
@@ -50,10 +50,20 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudError, ConfigError, WireError
-from wire_daemon.core.instances import LIVE_STATES, RUNNING, TERMINATED, UNUSABLE_STATES, Instance, LifecycleState
+from wire_daemon.core.instances import (
+    LIVE_STATES,
+    UNUSABLE_STATES,
+    CloudState,
+    Instance,
+    Lifecycle,
+    LifecycleState,
+    can_move,
+)
 from wire_daemon.core.journal import Journal, Notice, back_off, cloud_error, limit_hit
-from wire_daemon.core.store import InstanceRecord, LaunchRequest, StateStore
+from wire_daemon.core.pricing import Market
 from wire_daemon.execute.providers.base import LEASE_RENEW_S, LEASE_TTL_S, Lease, Ownership
+from wire_daemon.persist.recorder import StoreRecorder
+from wire_daemon.persist.store import InstanceRecord, LaunchRequest, StateStore
 from wire_daemon.ports import Cloud
 
 log = logging.getLogger(__name__)
@@ -118,7 +128,12 @@ class ReconcileReport:
 
 
 class GuardedCloud:
-    """A ``Cloud`` over another one, with limits, dry-run, back-off and crash-safe bookkeeping."""
+    """A ``Cloud`` over another one, with limits, back-off and crash-safe bookkeeping.
+
+    It reads the state file and keeps the launch requests in it; every change
+    of an instance's life goes through ``lifecycle`` (by default one of its
+    own over ``store``, persisted there).
+    """
 
     def __init__(
         self,
@@ -131,6 +146,7 @@ class GuardedCloud:
         joined: Callable[[str], bool] | None = None,
         holds_claims: Callable[[str], bool] | None = None,
         prices: Mapping[str, float] | None = None,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
         self.driver = driver
         self.store = store
@@ -142,8 +158,7 @@ class GuardedCloud:
         self.holds_claims = holds_claims  # re-checked right before a release (HTCondorControl.holds_claims)
         self._backoff_until = float("-inf")
         self._backoff_s = config.backoff_initial_s
-        self._phantoms: dict[str, Instance] = {}  # dry-run: the pool we would have
-        self._phantom_ends: dict[str, float] = {}
+        self.lifecycle = lifecycle or _persisted_lifecycle(store)
         # Price per charging unit of each instance type (steering.instance_types); empty: every unit costs 1.
         self.prices = dict(prices or {})
         self._type_of: dict[str, str] = {}  # instance -> its type, as launched or listed
@@ -156,8 +171,6 @@ class GuardedCloud:
     # -- the Cloud interface --------------------------------------------------------
 
     def list_instances(self, include_unusable: bool = False) -> list[Instance]:
-        if self.config.dry_run:
-            return [i for k, i in self._phantoms.items() if k not in self._phantom_ends]
         try:
             live = list(self.driver.list_instances(include_unusable))
         except CloudError as exc:
@@ -170,20 +183,17 @@ class GuardedCloud:
         return live
 
     def find_request(self, request_id: str) -> list[Instance]:
-        return [] if self.config.dry_run else list(self.driver.find_request(request_id))
+        return list(self.driver.find_request(request_id))
 
-    def launch(self, count: int, request_id: str | None = None, *, instance_type: str = "") -> list[Instance]:
+    def launch(
+        self, count: int, request_id: str | None = None, *, instance_type: str = "", market: Market = Market.ON_DEMAND
+    ) -> list[Instance]:
         allowed = self._allowed_launches(count, instance_type)
         if allowed <= 0:
             return []
-        if self.config.dry_run:
-            of_type = f" of type {instance_type}" if instance_type else ""
-            self._note(f"dry-run: would launch {allowed} instance(s){of_type}")
-            return self._launch_phantoms(allowed, instance_type)
         request_id = self.store.open_request(allowed, now=self.clock())
-        typed = {"instance_type": instance_type} if instance_type else {}  # a one-type driver is called as before
         try:
-            launched = list(self.driver.launch(allowed, request_id=request_id, **typed))
+            launched = list(self._driver_launch(allowed, request_id, instance_type, market))
         except CloudError as exc:
             self._publish(cloud_error(f"launching {allowed}", exc.kind, exc))
             self._record(exc.partial or [], request_id)
@@ -194,25 +204,27 @@ class GuardedCloud:
         self.store.close_request(request_id, now=self.clock())
         return launched
 
+    def _driver_launch(self, count: int, request_id: str, instance_type: str, market: Market) -> Sequence[Instance]:
+        # The type and market only when chosen: a driver of one on-demand type is called as before.
+        if market is not Market.ON_DEMAND:
+            return self.driver.launch(count, request_id=request_id, instance_type=instance_type, market=market)
+        if instance_type:
+            return self.driver.launch(count, request_id=request_id, instance_type=instance_type)
+        return self.driver.launch(count, request_id=request_id)
+
     def terminate(self, instance_ids: Sequence[str]) -> list[str]:
         instance_ids = self._unclaimed(instance_ids)
         if not instance_ids:
             return []
-        if self.config.dry_run:
-            self._note(f"dry-run: would terminate {', '.join(instance_ids)}")
-            for instance_id in instance_ids:
-                if instance_id in self._phantoms:
-                    self._phantom_ends.setdefault(instance_id, self.clock())
-            return [i for i in instance_ids if i in self._phantoms]
         for instance_id in instance_ids:  # persisted first: a lost reply is retried, not taken for a death
-            self.store.set_lifecycle(instance_id, LifecycleState.TERMINATING)
+            self._move_if_allowed(instance_id, LifecycleState.TERMINATING)
         try:
             ended = list(self.driver.terminate(instance_ids))
         except CloudError as exc:
             self._publish(cloud_error(f"terminating {', '.join(instance_ids)}", exc.kind, exc))
             return []
         for instance_id in ended:
-            self.store.mark_ended(instance_id, "released", now=self.clock())
+            self._move_if_allowed(instance_id, LifecycleState.TERMINATED, "released")
         return ended
 
     def _unclaimed(self, instance_ids: Sequence[str]) -> list[str]:
@@ -229,9 +241,6 @@ class GuardedCloud:
     def reconcile(self) -> ReconcileReport:
         """Make the state file agree with the cloud; finish or roll back open requests."""
         report = ReconcileReport()
-        if self.config.dry_run:
-            self._note("dry-run: reconcile skipped (it would list the cloud)")
-            return report
         self._settle_requests(report)
         cloud = {i.instance_id: i for i in self.driver.list_instances(include_unusable=True)}
         self._keep_lease(list(cloud.values()), at_start=True)
@@ -276,8 +285,8 @@ class GuardedCloud:
     # -- accounting ---------------------------------------------------------------------
 
     def cost_units(self, now: float) -> int:
-        """Charging units started so far by every instance we launched (phantoms in dry-run)."""
-        return sum(self.billing.units(start, end) for start, end in self._spans(now))
+        """Charging units started so far by every instance we launched."""
+        return sum(self.billing.units(start, end) for _, start, end in self._spans(now))
 
     def _count_pool(self, now: float) -> PoolCount | None:
         """Every instance that may be live, from the cloud's own listing; None when the cloud cannot be listed.
@@ -285,8 +294,6 @@ class GuardedCloud:
         The state file alone misses instances a previous life launched and
         the launches whose reply was lost, so the listing is taken fresh.
         """
-        if self.config.dry_run:
-            return PoolCount(len(self.list_instances()), [])
         try:
             listed = list(self.driver.list_instances())
         except CloudError as exc:
@@ -314,22 +321,10 @@ class GuardedCloud:
         outcome = self._settle_found(request, found)
         return request.count - seen if outcome == "open" else 0
 
-    def _spans(self, now: float) -> list[tuple[float, float]]:
-        if self.config.dry_run:
-            return [(i.launch_time, self._phantom_ends.get(k, now)) for k, i in self._phantoms.items()]
+    def _spans(self, now: float) -> list[tuple[str, float, float]]:
+        """Every instance we launched, with the span it was paid for (until ``now`` if it still runs)."""
         records = self.store.instances(live_only=False)
-        return [(r.launch_time, r.ended_at if r.ended_at is not None else now) for r in records]
-
-    def _launch_phantoms(self, count: int, instance_type: str = "") -> list[Instance]:
-        made = []
-        for _ in range(count):
-            instance_id = f"dry-run-{len(self._phantoms) + 1:04d}"
-            self._type_of[instance_id] = instance_type
-            self._phantoms[instance_id] = Instance(
-                instance_id, self.clock(), self.slots_per_instance, RUNNING, instance_type=instance_type
-            )
-            made.append(self._phantoms[instance_id])
-        return made
+        return [(r.instance_id, r.launch_time, r.ended_at if r.ended_at is not None else now) for r in records]
 
     # -- limits ------------------------------------------------------------------------
 
@@ -369,7 +364,7 @@ class GuardedCloud:
         window = now - 3600.0
         spent = sum(
             self.billing.unit_starts_between(start, end, window, now) * self._price(instance_id)
-            for instance_id, start, end in self._priced_spans(now)
+            for instance_id, start, end in self._spans(now)
         )
         spent += sum(self.billing.unit_starts_between(s, e, window, now) * self._price(None) for s, e in possible)
         left = self.config.budget_units_per_hour - spent
@@ -381,12 +376,6 @@ class GuardedCloud:
             return 1.0
         name = self._type_of.get(instance_or_type or "", instance_or_type or "")
         return self.prices.get(name, max(self.prices.values()))
-
-    def _priced_spans(self, now: float) -> list[tuple[str, float, float]]:
-        if self.config.dry_run:
-            return [(k, i.launch_time, self._phantom_ends.get(k, now)) for k, i in self._phantoms.items()]
-        records = self.store.instances(live_only=False)
-        return [(r.instance_id, r.launch_time, r.ended_at if r.ended_at is not None else now) for r in records]
 
     # -- the pool's lease ------------------------------------------------------------------
 
@@ -475,11 +464,7 @@ class GuardedCloud:
         for i in instances:
             if i.instance_type:
                 self._type_of[i.instance_id] = i.instance_type
-            self.store.record_instance(
-                InstanceRecord(
-                    i.instance_id, request_id, i.launch_time, i.launch_time, i.slots, i.address, LifecycleState.BOOTING
-                )
-            )
+            self.lifecycle.admit(i, request_id, time=self.clock())
 
     def _adopt(self, instances: Sequence[Instance]) -> None:
         """Record the instances the state file has never known (a previous life's, a lost reply's).
@@ -493,12 +478,21 @@ class GuardedCloud:
             if instance.instance_id in known:
                 continue
             self._record([instance], instance.request_id or None)
-            if instance.state == TERMINATED:
-                self.store.mark_ended(instance.instance_id, "vanished", now=self.clock(), state=LifecycleState.VANISHED)
+            if instance.state == CloudState.TERMINATED:
+                self._move_if_allowed(instance.instance_id, LifecycleState.VANISHED, "vanished")
 
     def _ended(self, record: InstanceRecord, reason: str) -> None:
         state = LifecycleState.TERMINATED if reason == "released" else LifecycleState.VANISHED
-        self.store.mark_ended(record.instance_id, reason, now=self.clock(), state=state)
+        self._move_if_allowed(record.instance_id, state, reason)
+
+    def _move_if_allowed(self, instance_id: str, new: LifecycleState, ended: str = "") -> None:
+        """Move through the lifecycle; a move it does not allow (an end seen twice) leaves the instance as it is.
+
+        ``ended`` (why it ended) marks an end the cloud confirmed: billing stops at this moment.
+        """
+        current = self.lifecycle.state_of(instance_id)
+        if current is None or can_move(current, new):
+            self.lifecycle.move(instance_id, new, reason=ended, time=self.clock())
 
     @staticmethod
     def _as_instance(record: InstanceRecord) -> Instance:
@@ -506,7 +500,7 @@ class GuardedCloud:
             record.instance_id,
             record.launch_time,
             record.slots,
-            RUNNING,
+            CloudState.RUNNING,
             record.address,
             request_id=record.request_id or "",
         )
@@ -540,3 +534,10 @@ def _report_lines(report: ReconcileReport) -> list[str]:
         if values:
             parts.append(f"reconcile: {name.replace('_', ' ')}: {', '.join(values)}")
     return parts
+
+
+def _persisted_lifecycle(store: StateStore) -> Lifecycle:
+    """A lifecycle of the instances the state file holds, each of its moves persisted there."""
+    journal = Journal()
+    journal.subscribe(StoreRecorder(store))
+    return Lifecycle(((r.instance_id, r.state) for r in store.instances()), journal=journal)

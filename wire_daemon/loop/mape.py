@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
-from wire_daemon.core.instances import Lifecycle, LifecycleState
+from wire_daemon.core.errors import CloudError
+from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState, can_move
 from wire_daemon.core.journal import (
     InstanceReleased,
     InstancesLaunched,
@@ -25,7 +26,9 @@ from wire_daemon.core.journal import (
     Journal,
     Notice,
     TasksBoosted,
+    cloud_error,
 )
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.ports import Cloud, CondorControl, Observations
 from wire_daemon.ports.memory import JobSizer
@@ -60,6 +63,8 @@ class DecisionRecord:
     # Policies that estimate the whole run (target-slowdown): the estimated
     # makespan and the units still to pay at the chosen size and one instance
     # either side, and the full pool's estimated makespan. Empty / None otherwise.
+    # Each makespan is in seconds from this decision to the estimated end, on
+    # any clock: a reader needs no epoch and no replay's origin.
     estimates: list[dict[str, float | int]] = field(default_factory=list)
     full_pool_makespan_s: float | None = None
 
@@ -170,7 +175,8 @@ class MapeLoop:
         self.steering = steering
         self.boost = PriorityBoost(state, steering.boost_first_tasks if boost else 0, steering.boost_priority)
         self.last_plan: PlanResult | None = None
-        self.pending_releases: dict[str, float] = {}  # drained instance -> termination time
+        # Drained instance -> its termination time; published (InstanceReleased), so a state file keeps it.
+        self.pending_releases: dict[str, float] = {}
         self.terminated: list[str] = []  # since the last record: timed releases happen between iterations
         self.journal = journal or Journal()
         self.lifecycle = lifecycle or Lifecycle()
@@ -190,7 +196,8 @@ class MapeLoop:
         decision_s = time.perf_counter() - started
         self.last_plan = plan
         decision = plan.decision
-        launched = self._launch(now, decision.launch, decision.launch_type)  # Execute
+        launched = self._launch(now, decision.launch - decision.spot_launches, decision.launch_type)  # Execute
+        launched += self._launch(now, decision.spot_launches, decision.launch_type, Market.SPOT)
         for instance_id in decision.release:
             self._release(now, instance_id, decision.release_at.get(instance_id, now))
         self.release_due(now)
@@ -204,11 +211,22 @@ class MapeLoop:
             return None
         return min(self.pending_releases.values(), default=None)
 
-    def _launch(self, now: float, count: int, instance_type: str = "") -> list[str]:
+    def _call_launch(self, count: int, instance_type: str, market: Market) -> Sequence[Instance]:
+        # The type and market only when chosen: a cloud of one on-demand type is called as it always was.
+        if market is not Market.ON_DEMAND:
+            return self.cloud.launch(count, instance_type=instance_type, market=market)
+        if instance_type:
+            return self.cloud.launch(count, instance_type=instance_type)
+        return self.cloud.launch(count)
+
+    def _launch(self, now: float, count: int, instance_type: str = "", market: Market = Market.ON_DEMAND) -> list[str]:
         if count <= 0 or self.frozen:
             return []
-        # The type only when one was chosen: a cloud of one type is called as it always was.
-        made = self.cloud.launch(count, instance_type=instance_type) if instance_type else self.cloud.launch(count)
+        try:
+            made = self._call_launch(count, instance_type, market)
+        except CloudError as failed:  # a guarded cloud reports its own; a bare one (a replay's) is reported here
+            self.journal.publish(cloud_error(f"launching {count} ({market})", failed.kind, failed))
+            made = [i for i in failed.partial if isinstance(i, Instance)]
         launched = [i.instance_id for i in made]
         self.lifecycle.move_all([i for i in launched if self.lifecycle.state_of(i) is None], LifecycleState.BOOTING)
         self.journal.publish(InstancesLaunched(now, tuple(launched)))
@@ -228,18 +246,27 @@ class MapeLoop:
             return []
         due = [i for i, at in self.pending_releases.items() if at <= now]
         if due:
-            self.lifecycle.move_all([i for i in due if self._is_live(i)], LifecycleState.TERMINATING)
-            ended = self.cloud.terminate(due)
-            self.lifecycle.move_all(ended, LifecycleState.TERMINATED)
+            self.terminate(due)
             for instance_id in due:
                 del self.pending_releases[instance_id]
             self.terminated.extend(due)
             self.journal.publish(InstancesTerminated(now, tuple(due)))
         return due
 
+    def terminate(self, instance_ids: list[str]) -> list[str]:
+        """Terminate now, through the lifecycle: terminating before the cloud call, terminated after; those ended."""
+        self.lifecycle.move_all([i for i in instance_ids if self._can_terminate(i)], LifecycleState.TERMINATING)
+        ended = list(self.cloud.terminate(instance_ids))
+        self.lifecycle.move_all(ended, LifecycleState.TERMINATED)
+        return ended
+
     def _is_live(self, instance_id: str) -> bool:
         state = self.lifecycle.state_of(instance_id)
         return state is not None and state.is_live
+
+    def _can_terminate(self, instance_id: str) -> bool:
+        state = self.lifecycle.state_of(instance_id)
+        return state is not None and can_move(state, LifecycleState.TERMINATING)
 
     def take_terminated(self) -> list[str]:
         done, self.terminated = self.terminated, []
@@ -248,7 +275,7 @@ class MapeLoop:
     def _record(
         self, now: float, plan: PlanResult, pool: int, launched: list[str], boosted: int, decision_s: float
     ) -> DecisionRecord:
-        upcoming = plan.upcoming
+        upcoming, full = plan.upcoming, plan.full_pool_makespan_s
         return DecisionRecord(
             time=now,
             policy=self.policy.name,
@@ -267,6 +294,6 @@ class MapeLoop:
             prediction_policies=plan.policy_counts,
             boosted=boosted,
             decision_s=decision_s,
-            estimates=[e.to_json() for e in plan.estimates],
-            full_pool_makespan_s=None if plan.full_pool_makespan_s is None else round(plan.full_pool_makespan_s, 1),
+            estimates=[e.to_json(now) for e in plan.estimates],
+            full_pool_makespan_s=None if full is None else round(full - now, 1),
         )

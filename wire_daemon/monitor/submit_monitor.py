@@ -70,7 +70,7 @@ _JOB_LINE = re.compile(rb"^\s*\d+(?:\.\d+)?\s+(?!INTERNAL\s)\S+\s+\S+", re.M)
 
 
 class PositionStore(Protocol):
-    """Where read positions live across restarts (``wire_daemon.core.store.StateStore`` is one)."""
+    """Where read positions live across restarts (``wire_daemon.persist.store.StateStore`` is one)."""
 
     def save_position(self, key: str, value: dict[str, Any]) -> None: ...
 

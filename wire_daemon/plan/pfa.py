@@ -41,7 +41,7 @@ import numpy as np
 
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import PFAConfig, SteeringConfig
-from wire_daemon.core.instances import RUNNING, Instance
+from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.plan.steering import release_time
@@ -194,7 +194,7 @@ class IdleTracker:
             tasks_on[host].append(task)
         idle_since: dict[str, float] = {}
         for inst in instances:
-            if inst.state != RUNNING or inst.instance_id in tasks_on:
+            if inst.state != CloudState.RUNNING or inst.instance_id in tasks_on:
                 continue  # booting, or busy
             known = self.idle_since.get(inst.instance_id)
             idle_since[inst.instance_id] = (
@@ -282,7 +282,7 @@ class PFAPolicy:
         new = state.completion_order[self._completed_seen :]
         self._completed_seen += len(new)
         completed = int(np.count_nonzero(self.wf.on_pool[new])) if new else 0
-        slots_now = float(sum(i.slots for i in instances if i.state == RUNNING))
+        slots_now = float(sum(i.slots for i in instances if i.state == CloudState.RUNNING))
         if self._slots_then is not None:
             # the pool changes inside an interval (boots, releases): average its two ends
             self.feedback.observe(completed, (self._slots_then + slots_now) / 2.0)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
-from wire_daemon.core.instances import PENDING, RUNNING, Instance
+from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.run_state import DONE, WAITING, RunState
 from wire_daemon.core.run_state import RUNNING as RUNNING_TASK
 from wire_daemon.plan.makespan import LevelModel, Levels, PoolMember, capacity_of, plan_instances, rank_members
@@ -122,7 +122,11 @@ class SlowdownPolicy:
         model.learn(state)
         live = {i.instance_id for i in instances}
         self._released = {i: at for i, at in self._released.items() if i in live}
-        pool = [i for i in instances if i.instance_id not in self._released and i.state in (RUNNING, PENDING)]
+        pool = [
+            i
+            for i in instances
+            if i.instance_id not in self._released and i.state in (CloudState.RUNNING, CloudState.PENDING)
+        ]
         leaving = [i for i in instances if i.instance_id in self._released]
         restart = self._restart_costs(state, prediction, pool, now)
         upcoming = self._upcoming(state, prediction, dispatch, restart)
@@ -158,7 +162,7 @@ class SlowdownPolicy:
         min_age = config.min_instance_age_intervals * config.interval_s
         members = []
         for i in pool:
-            ready = now if i.state == RUNNING else max(i.launch_time + lag, now)
+            ready = now if i.state == CloudState.RUNNING else max(i.launch_time + lag, now)
             paid = now + billing.time_to_next_charge(i.launch_time, now)
             releasable = restart.get(i.instance_id, 0.0) <= limit and now - i.launch_time >= min_age
             dear = dearness(config, i)
@@ -167,7 +171,7 @@ class SlowdownPolicy:
             )
         for i in leaving:  # released earlier: its slots serve until it is terminated, at no further cost
             gone = self._released[i.instance_id]
-            ready = now if i.state == RUNNING else i.launch_time + lag
+            ready = now if i.state == CloudState.RUNNING else i.launch_time + lag
             members.append(PoolMember(i.instance_id, i.slots, ready, gone, i.launch_time, gone_at=gone, let_go=True))
         return members
 
@@ -202,7 +206,7 @@ class SlowdownPolicy:
         low = max(config.min_instances, len(kept) - len(going), 1)
         high = max(config.max_instances if keep_at_most is None else min(config.max_instances, keep_at_most), low)
         new_member = PoolMember("new", slots, now + lag, now, now)
-        price = config.max_instances / config.charging_unit_s  # lateness, per second: the full pool's price
+        price = config.max_instances / config.planning_unit_s  # lateness, per second: the full pool's price
         seen: dict[int, _Choice] = {}
 
         def look(size: int) -> _Choice:
@@ -256,9 +260,9 @@ class SlowdownPolicy:
         costs at most the units they still need, and a killed task costs its work twice.
         """
         config = self.config
-        if config.charging_unit_s > config.interval_s:
+        if config.planning_unit_s > config.interval_s:
             return 0.0
-        return config.release_restart_cost_fraction * config.charging_unit_s
+        return config.release_restart_cost_fraction * config.planning_unit_s
 
     def _restart_costs(
         self, state: RunState, prediction: Prediction, pool: Sequence[Instance], now: float
@@ -361,13 +365,13 @@ class SlowdownPolicy:
         """
         config = self.config
         work, tasks = float(levels.work_s[0]), float(levels.tasks[0])
-        if config.charging_unit_s > config.interval_s:
+        if config.planning_unit_s > config.interval_s:
             if not blind or tasks <= 0:
                 return 0
             return min(math.ceil(tasks / config.slots_per_instance), config.max_instances)
         if tasks <= 0 or work <= 0:
             return 0
-        up = sum(i.slots for i in pool if i.state == RUNNING)
+        up = sum(i.slots for i in pool if i.state == CloudState.RUNNING)
         left = min(tasks, max(work - up * config.interval_s, 0.0) / (work / tasks))
         return min(math.ceil(left / config.slots_per_instance), config.max_instances)
 

@@ -151,7 +151,7 @@ def choose_releases(
 
 def _worth_booting(upcoming_s: Sequence[float], config: SteeringConfig) -> int:
     """Instances the load keeps busy for a unit *after* the launch lag, which is paid too."""
-    horizon = config.charging_unit_s + config.interval_s
+    horizon = config.planning_unit_s + config.interval_s
     return resize_pool(
         upcoming_s,
         horizon,
@@ -174,7 +174,7 @@ def steer(
     planned = (
         resize_pool(
             upcoming_s,
-            config.charging_unit_s,
+            config.planning_unit_s,
             config.slots_per_instance,
             config.leftover_fraction,
             config.max_instances,
@@ -198,7 +198,7 @@ def steer(
         instances,
         target,
         config.interval_s,
-        config.charging_unit_s,
+        config.planning_unit_s,
         config.release_restart_cost_fraction,
         config.min_instance_age_intervals * config.interval_s,
     )

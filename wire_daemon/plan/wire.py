@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
-from wire_daemon.core.instances import RUNNING, Instance
+from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.run_state import RunState
 from wire_daemon.plan.pool_view import instance_views, release_moments
 from wire_daemon.plan.steering import steer
@@ -30,7 +30,7 @@ class WirePolicy:
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
         self.predictor.update(state, now)
         prediction = self.predictor.predict(state, now)
-        pool = [PoolSlots(i.instance_id, i.slots) for i in instances if i.state == RUNNING]
+        pool = [PoolSlots(i.instance_id, i.slots) for i in instances if i.state == CloudState.RUNNING]
         moments = release_moments(instances, now, self.config)
         upcoming = simulate_interval(
             state,

@@ -4,7 +4,8 @@ The loop only ever talks to these. A real submit host implements them with
 the submit-directory readers, a cloud SDK and the HTCondor bindings; the
 emulated site implements them over one discrete-event world in virtual time.
 The scaling-policy and predictor ports are in ``ports.policy`` and
-``ports.prediction``.
+``ports.prediction``; what a submit host's runtime asks of HTCondor beyond
+``CondorControl`` is in ``ports.condor``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Protocol
 
 from wire_daemon.core.events import TaskEvent
 from wire_daemon.core.instances import Instance
+from wire_daemon.core.pricing import Market
 
 
 class Observations(Protocol):
@@ -39,8 +41,14 @@ class Cloud(Protocol):
     def find_request(self, request_id: str) -> Sequence[Instance]:
         """Every instance the cloud still reports for this launch request, in any state."""
 
-    def launch(self, count: int, request_id: str | None = None, *, instance_type: str = "") -> Sequence[Instance]:
-        """Launch ``count`` instances of ``instance_type`` (one of steering.instance_types; "": the configured one)."""
+    def launch(
+        self, count: int, request_id: str | None = None, *, instance_type: str = "", market: Market = Market.ON_DEMAND
+    ) -> Sequence[Instance]:
+        """Launch ``count`` instances of ``instance_type`` (one of steering.instance_types; "": the configured one).
+
+        On the spot ``market``, a launch the cloud has no room for raises ``CloudCapacityError``
+        holding what it did launch (``partial``).
+        """
 
     def terminate(self, instance_ids: Sequence[str]) -> Sequence[str]:
         """Terminate those of ``instance_ids`` that are ours and live; return them."""

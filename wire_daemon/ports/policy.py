@@ -27,6 +27,7 @@ class SteeringDecision:
     release_at: dict[str, float] = field(default_factory=dict)  # instance -> termination time
     rule: str = ""  # which rule fired, for the decisions log
     launch_type: str = ""  # the instance type to launch (steering.instance_types); "": the configured one
+    spot_launches: int = 0  # how many of ``launch`` buy spot capacity; the rest buy on-demand
 
 
 @dataclass
@@ -51,8 +52,10 @@ class SizeEstimate:
     makespan_s: float  # estimated end of the workflow, on the loop's clock
     cost_units: int  # charging units still to pay from this decision on
 
-    def to_json(self) -> dict[str, float | int]:
-        return {"size": self.size, "makespan_s": round(self.makespan_s, 1), "cost_units": self.cost_units}
+    def to_json(self, now: float) -> dict[str, float | int]:
+        """As a decision record holds it: ``makespan_s`` is the seconds from the decision (at ``now``) to the
+        estimated end, the same on the wall clock and on a replay's virtual clock."""
+        return {"size": self.size, "makespan_s": round(self.makespan_s - now, 1), "cost_units": self.cost_units}
 
 
 @dataclass

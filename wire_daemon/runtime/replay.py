@@ -30,15 +30,21 @@ import numpy as np
 from wire_daemon.analyze.memory import MemoryRightsizer
 from wire_daemon.core.config import ReplayConfig
 from wire_daemon.core.errors import WireError
+from wire_daemon.core.journal import Journal
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
-from wire_daemon.emulated.site import EmulatedSite
-from wire_daemon.loop.mape import DecisionRecord, MapeLoop
+from wire_daemon.emulated.site import EmulatedSite, spot_market
+from wire_daemon.loop.mape import DecisionRecord
 from wire_daemon.loop.schedule import iteration_times, release_until
 from wire_daemon.ports.prediction import Prediction
-from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, make_policy, shape_aware
+from wire_daemon.runtime.assembly import LoopOptions, World, assemble_loop
+from wire_daemon.runtime.policies import PolicyInputs, compared_policies, policy_entry
 
 MAX_ITERATIONS = 1_000_000
+# The policy whose makespan is the best one, the denominator of relative execution time (DESIGN.md):
+# the static pool of max_instances, up from the first moment.
+REFERENCE_POLICY = "full-site"
 SHORT_STAGE_S = 10.0
 MEDIUM_STAGE_S = 30.0
 STAGE_CLASSES = (("short", "s"), ("medium", "s"), ("long", "relative"))  # and the unit of their errors
@@ -68,6 +74,9 @@ class ReplayResult:
     peak_instances: int
     restarts: int
     wasted_slot_s: float
+    cost_money: float = 0.0  # the bill: each instance's price per hour x the seconds billed
+    interruptions: int = 0  # spot reclaim notices
+    interrupted_slot_s: float = 0.0  # work lost to reclaims, rerun from zero
     relative_time: float = float("nan")
     errors: list[ErrorSummary] = field(default_factory=list)
     error_samples: dict[str, np.ndarray] = field(default_factory=dict)  # stage class -> per-task errors
@@ -81,12 +90,15 @@ class ReplayResult:
     def summary(self) -> dict:
         return {
             "cost_units": self.cost_units,
+            "cost": round(self.cost_money, 4),
             "makespan_s": round(self.makespan_s, 3),
             "relative_time": round(self.relative_time, 4),
             "utilization": round(self.utilization, 4),
             "peak_instances": self.peak_instances,
             "iterations": self.iterations,
             "restarts": self.restarts,
+            "interruptions": self.interruptions,
+            "interrupted_slot_s": round(self.interrupted_slot_s, 1),
             "decision_mean_ms": round(self.decision_mean_s * 1e3, 3),
             "decision_max_ms": round(self.decision_max_s * 1e3, 3),
             "prediction_error": {
@@ -111,16 +123,31 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     """Run ``workflow`` to completion on the emulated site under one policy."""
     config.validate()
     steering, emulation = config.steering, config.emulation
-    if policy_name == "full-site":
+    entry = policy_entry(policy_name)
+    if entry.static_pool:
         emulation = replace(emulation, initial_instances=steering.max_instances)
     started = time.perf_counter()
-    site = EmulatedSite(workflow, emulation, steering.slots_per_instance, steering.billing, steering.instance_types)
+    site = EmulatedSite(
+        workflow,
+        emulation,
+        steering.slots_per_instance,
+        steering.billing,
+        steering.instance_types,
+        market=spot_market(workflow, emulation),
+        spot_price_ratio=steering.spot_price_ratio,
+        initial_market=entry.market or Market.ON_DEMAND,
+    )
     state = RunState(workflow)
     truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
-    policy = make_policy(policy_name, PolicyInputs(state, steering, config.prediction, config.pfa, truth))
-    policy = shape_aware(policy, steering, steering.instance_memory_mib or emulation.instance_memory_mib, site)
     sizer = _rightsizer(workflow, config, site)
-    loop = MapeLoop(state, site, site, site, policy, steering, boost=boost, memory=sizer)
+    loop = assemble_loop(
+        policy_name,
+        PolicyInputs(state, steering, config.prediction, config.pfa, truth),
+        World(site, site, site, clock=site.now),
+        steering.instance_memory_mib or emulation.instance_memory_mib,
+        site,
+        LoopOptions(memory=sizer, boost=boost, journal=Journal()),
+    )
     tracker = _PredictionTracker(workflow.n_tasks)
     records: list[DecisionRecord] = []
     times = iteration_times(0.0, steering.interval_s)
@@ -153,6 +180,9 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
         peak_instances=max((r.pool + len(r.launched) for r in records), default=0),
         restarts=site.restarts,
         wasted_slot_s=site.wasted_slot_s,
+        cost_money=site.cost_money(end),
+        interruptions=site.interruptions,
+        interrupted_slot_s=site.interrupted_slot_s,
         errors=summarize_errors(samples) if samples else [],
         error_samples=samples,
         first_completion_s={workflow.stages[s].name: t for s, t in site.first_completion.items()},
@@ -201,12 +231,16 @@ def _memory_measures(site: EmulatedSite, end: float, sizer: MemoryRightsizer | N
 
 
 def compare(
-    workflow: Workflow, config: ReplayConfig, policies: tuple[str, ...] = POLICY_NAMES, boost: bool = True
+    workflow: Workflow, config: ReplayConfig, policies: tuple[str, ...] | None = None, boost: bool = True
 ) -> dict[str, ReplayResult]:
-    """Run several policies on the same world; relative time is against full-site."""
-    names = policies if "full-site" in policies else ("full-site", *policies)
+    """Run several policies on the same world; relative time is against REFERENCE_POLICY's makespan.
+
+    By default, every policy (those that buy only spot where spot is on the table: ``compared_policies``).
+    """
+    policies = compared_policies(config.steering) if policies is None else policies
+    names = policies if REFERENCE_POLICY in policies else (REFERENCE_POLICY, *policies)
     results = {name: replay(workflow, name, config, boost) for name in names}
-    best = results["full-site"].makespan_s
+    best = results[REFERENCE_POLICY].makespan_s
     for result in results.values():
         result.relative_time = result.makespan_s / best if best > 0 else 1.0
     return {name: results[name] for name in policies}

@@ -12,9 +12,10 @@ one it has.
   stand-in). It runs until stopped; with no workflow it is an empty DAG, and
   the steering policy lets the pool go as its charging units end.
 
-Both wrap their scaling policy in ``ControlledPolicy`` (``runtime.control``),
-so the operator's pause / hold / drain-all / terminate-all apply to either,
-and both tell the service which workflows they follow (``workflows``).
+Both build their loop with ``runtime.assembly``, which wraps the scaling
+policy in ``ControlledPolicy`` (``runtime.control``), so the operator's
+pause / hold / drain-all / terminate-all apply to either, and both tell the
+service which workflows they follow (``workflows``).
 """
 
 from __future__ import annotations
@@ -32,24 +33,28 @@ import numpy as np
 from wire_daemon.analyze.memory import MemoryRightsizer
 from wire_daemon.core.errors import CloudError
 from wire_daemon.core.events import EventKind
-from wire_daemon.core.instances import Instance, Lifecycle
+from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
 from wire_daemon.core.journal import Journal, Notice, TasksBoosted, cloud_error
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.core.store import StateStore
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
-from wire_daemon.execute.condor_control import HTCondorControl, LoggedCondorControl, queued_job_id
+from wire_daemon.execute.condor_control import LoggedCondorControl
+from wire_daemon.execute.dry_run import DryRunCloud, dry_run_guard, unwrap
 from wire_daemon.execute.guarded_cloud import GuardedCloud
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.monitor.combine import split_task_id
 from wire_daemon.monitor.hosts import HostMap
 from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations, TrackedWorkflow
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
+from wire_daemon.persist.recorder import StoreRecorder
+from wire_daemon.persist.store import StateStore
 from wire_daemon.ports import Cloud
+from wire_daemon.ports.condor import SubmitHostCondor
 from wire_daemon.ports.memory import MemoryControl
+from wire_daemon.runtime.assembly import LoopOptions, World, assemble_loop
 from wire_daemon.runtime.builders import build_condor_control, build_driver
-from wire_daemon.runtime.control import ControlledPolicy, PoolControl
-from wire_daemon.runtime.policies import PolicyInputs, make_policy, shape_aware
+from wire_daemon.runtime.control import PoolControl
+from wire_daemon.runtime.policies import PolicyInputs
 from wire_daemon.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -80,8 +85,6 @@ class Runtime(Protocol):
 
     def flush_notes(self) -> None:
         """Publish what the site has to say since the last call (input problems, dry-run condor calls)."""
-
-    def terminate_all(self) -> None: ...
 
     def reconfigure(self, settings: Settings) -> None:
         """Apply reloaded settings (steering; safety on a real cloud) to the running loop."""
@@ -117,25 +120,18 @@ class EmulatedRuntime:
         state = RunState(workflow)
         site = self.site
         truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
-        lifecycle = Lifecycle()
         memory_mib = s.steering.instance_memory_mib or s.emulation.instance_memory_mib
-        policy = ControlledPolicy(
-            shape_aware(
-                make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa, truth)),
-                s.steering,
-                memory_mib,
-                site,
-            ),
-            self.control,
-            lifecycle,
-            s.steering,
-        )
         sizer = None
         if site.memory_on:  # a trace site with memory: the cap is the instance's
             cap = min(s.memory.max_request_mib or s.emulation.instance_memory_mib, s.emulation.instance_memory_mib)
             sizer = memory_sizer(s, state, site, cap)
-        self.loop = MapeLoop(
-            state, site, site, site, policy, s.steering, journal=journal, lifecycle=lifecycle, memory=sizer
+        self.loop = assemble_loop(
+            s.policy,
+            PolicyInputs(state, s.steering, s.prediction, s.pfa, truth),
+            World(site, site, site),
+            memory_mib,
+            site,
+            LoopOptions(self.control, journal=journal, memory=sizer),
         )
 
     def now(self) -> float:
@@ -162,9 +158,6 @@ class EmulatedRuntime:
 
     def flush_notes(self) -> None:
         pass  # the emulated world has no input problems and runs its own condor
-
-    def terminate_all(self) -> None:
-        self.site.terminate([i.instance_id for i in self.site.list_instances()])
 
     def reconfigure(self, settings: Settings) -> None:
         _apply_steering(self.loop, settings)
@@ -201,8 +194,8 @@ class SubmitHostRuntime:
         self.settings = settings
         self.store = store
         self.journal = journal
-        # One lifecycle for every loop this runtime builds, persisted in the state file.
-        self.lifecycle = Lifecycle(((r.instance_id, r.state) for r in store.instances()), on_move=store.set_lifecycle)
+        journal.subscribe(StoreRecorder(store))  # the state file observes the lifecycle and the planned ends
+        self.lifecycle = self._lifecycle()
         self.boosts = BoostLedger(store)
         journal.subscribe(self.boosts)
         self.sleep = sleep
@@ -225,13 +218,30 @@ class SubmitHostRuntime:
 
     # -- composition ------------------------------------------------------------
 
-    def _condor_control(self) -> HTCondorControl | LoggedCondorControl:
+    def _condor_control(self) -> SubmitHostCondor:
         if self.settings.condor.control == "off":
             return LoggedCondorControl()
         return build_condor_control(self.settings, self._job_id_of)
 
+    def _lifecycle(self) -> Lifecycle:
+        """The lifecycle its loops share: our instances, persisted; in dry-run the phantoms, kept nowhere."""
+        if self.settings.safety.dry_run:
+            return Lifecycle()
+        return Lifecycle(((r.instance_id, r.state) for r in self.store.instances()), journal=self.journal)
+
     def _guarded_cloud(self, driver: Cloud) -> GuardedCloud:
-        real = self.condor if isinstance(self.condor, HTCondorControl) else None
+        """The guard over the provider, or in dry-run over a phantom pool that never calls it."""
+        prices = {t.name: t.price for t in self.settings.steering.instance_types}
+        if self.settings.safety.dry_run:
+            return dry_run_guard(
+                driver,
+                self.settings.safety,
+                self.settings.steering.billing,
+                self.clock,
+                self.journal,
+                self.condor.holds_claims,
+                prices,
+            )
         return GuardedCloud(
             driver,
             self.store,
@@ -239,22 +249,17 @@ class SubmitHostRuntime:
             self.settings.steering.billing,
             self.clock,
             journal=self.journal,
-            joined=real.has_joined if real else None,
-            holds_claims=real.holds_claims if real else None,
-            prices={t.name: t.price for t in self.settings.steering.instance_types},
+            joined=self.condor.has_joined,
+            holds_claims=self.condor.holds_claims,
+            prices=prices,
+            lifecycle=self.lifecycle,
         )
 
     def _reconcile(self) -> None:
         try:
-            report = self.cloud.reconcile()
+            self.cloud.reconcile()
         except CloudError as exc:  # the cloud is down at start: the loop retries its calls anyway
             self.journal.publish(cloud_error("reconciling at start", exc.kind, exc))
-            return
-        # Reconcile's line announced them: the lifecycle knows them now, so the first iteration does not again.
-        live = {r.instance_id: r.state for r in self.store.instances()}
-        for instance_id in report.adopted:
-            if instance_id in live and self.lifecycle.state_of(instance_id) is None:
-                self.lifecycle.move(instance_id, live[instance_id])
 
     def _new_loop(self, previous: MapeLoop | None) -> MapeLoop:
         """A loop over the current combined DAG, its RunState rebuilt from every event read."""
@@ -263,47 +268,36 @@ class SubmitHostRuntime:
         for event in self.observations.history():
             state.apply(event)
         sizer = memory_sizer(s, state, self.condor, s.memory.max_request_mib)
-        # Requests are known only through the rightsizer, which reads them: without it the plan counts cores.
-        policy = ControlledPolicy(
-            shape_aware(
-                make_policy(s.policy, PolicyInputs(state, s.steering, s.prediction, s.pfa)),
-                s.steering,
-                s.steering.instance_memory_mib,
-                sizer,
-            ),
-            self.control,
-            self.lifecycle,
-            s.steering,
-        )
-        real = self.condor if isinstance(self.condor, HTCondorControl) else None
         if sizer is not None:  # a rebuilt loop keeps what the finished tasks taught
             sizer.learn(self.observations.history())
-        loop = MapeLoop(
-            state,
-            self.observations,
-            self.cloud,
-            self.condor,
-            policy,
-            s.steering,
-            journal=self.journal,
-            lifecycle=self.lifecycle,
-            joined=real.has_joined if real else None,
-            memory=sizer,
+        # Requests are known only through the rightsizer, which reads them: without it the plan counts cores.
+        loop = assemble_loop(
+            s.policy,
+            PolicyInputs(state, s.steering, s.prediction, s.pfa),
+            World(self.observations, self.cloud, self.condor),
+            s.steering.instance_memory_mib,
+            sizer,
+            LoopOptions(
+                self.control, self.lifecycle, journal=self.journal, joined=self.condor.has_joined, memory=sizer
+            ),
         )
         if previous is not None:
             loop.pending_releases = previous.pending_releases
             loop.terminated = previous.terminated
+        else:  # a restart keeps every planned end the state file holds for the instances it follows
+            ends = planned_ends(self.store)
+            loop.pending_releases = {i: at for i, at in ends.items() if self.lifecycle.state_of(i) is not None}
         self.boosts.apply_to(loop)
         return loop
 
     def _job_id_of(self, task_id: str) -> str | None:
         found = self.observations.locate(task_id)
-        if found is None or not isinstance(self.condor, HTCondorControl):
+        if found is None:
             return None
         tracked, node = found
         if tracked.wf_uuid is None:
             return None
-        return queued_job_id(self.condor.schedd, tracked.wf_uuid, node)
+        return self.condor.queued_job_id(tracked.wf_uuid, node)
 
     # -- the runtime ------------------------------------------------------------
 
@@ -323,15 +317,13 @@ class SubmitHostRuntime:
         for instance in self.cloud.list_instances():  # before reading: a new worker's first job resolves
             if instance.address:
                 self.hosts.add(instance.instance_id, instance.address)
-        if isinstance(self.condor, HTCondorControl):  # the startd's own address, whatever the cloud reports
-            for instance_id, address in self.condor.worker_addresses().items():
-                self.hosts.add(instance_id, address)
+        for instance_id, address in self.condor.worker_addresses().items():  # the startd's own, whatever the cloud says
+            self.hosts.add(instance_id, address)
         before = dict(self.observations.tracked)
         if self.observations.refresh():
             self._note_finished(before)
             self.loop = self._new_loop(previous=self.loop)
-        if isinstance(self.condor, HTCondorControl):
-            self.condor.sync()
+        self.condor.sync()
 
     def _note_finished(self, before: dict[str, TrackedWorkflow]) -> None:
         """Keep a line for each workflow DAGMan finished, for status: the monitor forgets them at once."""
@@ -361,19 +353,30 @@ class SubmitHostRuntime:
 
     def flush_notes(self) -> None:
         notes = self.observations.problems.take_new()
-        if isinstance(self.condor, LoggedCondorControl):
-            notes += _summarised(self.condor.take_notes())
+        notes += _summarised(self.condor.take_notes())
         for line in notes:
             self.journal.publish(Notice(line))
 
-    def terminate_all(self) -> None:
-        self.cloud.terminate([i.instance_id for i in self.cloud.list_instances()])
-
     def reconfigure(self, settings: Settings) -> None:
         self.settings = settings  # the next rebuilt loop uses it too
+        if settings.safety.dry_run != isinstance(self.cloud.driver, DryRunCloud):
+            self._swap_dry_run()
         self.cloud.config = settings.safety.validate()
         self.cloud.billing = settings.steering.billing
         _apply_steering(self.loop, settings)
+
+    def _swap_dry_run(self) -> None:
+        """A reload flipped ``safety.dry_run``: go on as a restart into the new mode would.
+
+        Into dry-run: a phantom pool, followed by a lifecycle of its own (the
+        state file keeps the real pool as it was). Out of it: the real pool
+        from the state file and the cloud (the reconcile a dry run skipped),
+        with its planned ends.
+        """
+        self.lifecycle = self._lifecycle()
+        self.cloud = self._guarded_cloud(unwrap(self.cloud.driver))
+        self._reconcile()
+        self.loop = self._new_loop(previous=None)
 
     def workflows(self) -> list[dict[str, Any]]:
         """Those followed now (their progress from the loop's RunState), then the latest finished ones."""
@@ -444,6 +447,15 @@ def _summarised(notes: list[str]) -> list[str]:
     boosts = [n for n in notes if "JobPrio" in n]
     others = [n for n in notes if "JobPrio" not in n]
     return ([f"condor control off: would boost JobPrio of {len(boosts)} task(s)"] if boosts else []) + others
+
+
+def planned_ends(store: StateStore) -> dict[str, float]:
+    """The drained instances' termination times, as the state file keeps them."""
+    return {
+        r.instance_id: r.release_at
+        for r in store.instances()
+        if r.release_at is not None and r.state == LifecycleState.DRAINING
+    }
 
 
 def memory_sizer(

@@ -21,7 +21,7 @@ from wire_daemon.core.config import EmulationConfig, MemoryConfig, PFAConfig, Pr
 from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.core.secrets import shown
 from wire_daemon.execute.guarded_cloud import SafetyConfig
-from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
+from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES, policy_entry
 
 T = TypeVar("T")
 
@@ -118,8 +118,8 @@ class Settings:
             if self.memory.rightsizing and self.site.kind == "condor" and not self.memory.max_request_mib:
                 raise ConfigError("memory.rightsizing on a condor site needs memory.max_request_mib (the largest slot)")
             _check_choice("policy", self.policy, POLICY_NAMES)
-            if self.policy == "oracle" and self.site.kind != "emulated":
-                raise ConfigError("policy oracle needs the true task times: only the emulated site has them")
+            if policy_entry(self.policy).needs_truth and self.site.kind != "emulated":
+                raise ConfigError(f"policy {self.policy} needs the true task times: only the emulated site has them")
             _check_choice("site.kind", self.site.kind, ("emulated", "condor"))
             _check_choice("cloud.kind", self.cloud.kind, ("emulated", "ec2", "openstack"))
             _check_choice("condor.control", self.condor.control, ("htcondor", "off"))

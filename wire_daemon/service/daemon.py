@@ -15,7 +15,7 @@ silently. An exception inside an iteration is logged and the loop goes on;
 iterations failing in a row, or a crash loop across restarts, put the daemon
 in its safe state (``service/safe_state.py``): it keeps watching and changes
 nothing in the pool until iterations succeed again. One daemon per state file:
-it holds the file's lock (``core/store.py``) for its life.
+it holds the file's lock (``persist/store.py``) for its life.
 Every run ends with a shutdown record in the decisions log (why it stopped,
 the final counts) and a final status snapshot.
 
@@ -41,14 +41,12 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from wire_daemon.core.errors import WireError
-from wire_daemon.core.instances import LifecycleState, can_move
+from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import ControlChanged, Journal, NoticeBox
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.secrets import ScrubSecrets
@@ -61,6 +59,21 @@ from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
 from wire_daemon.service.metrics import Metrics
 from wire_daemon.service.safe_state import RUNNING_STATUS, CrashWatch
 from wire_daemon.service.state_room import open_state
+from wire_daemon.service.status import (
+    STATUS_KEY,
+    ControlStatus,
+    Cost,
+    EndedInstance,
+    LastDecision,
+    PoolInstance,
+    SafeStateStatus,
+    StatusSnapshot,
+    Stopped,
+    remaining_estimate,
+    stage_statuses,
+    task_counts,
+    workflow_statuses,
+)
 from wire_daemon.service.systemd_notify import notify
 from wire_daemon.service.wording import decision_words, offset
 
@@ -87,13 +100,6 @@ class _JournalFormatter(logging.Formatter):
         return line
 
 
-class _NoDryRunEcho(logging.Filter):
-    """The guard's dry-run notes are in the decision line already: no second, WARNING copy."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name.endswith("guarded_cloud") and str(record.getMessage()).startswith("dry-run:"))
-
-
 def configure_logging(level: str = "INFO") -> None:
     """The service's log: one line per event, UTC timestamps, on stderr (the journal under systemd)."""
     root = logging.getLogger()
@@ -101,7 +107,6 @@ def configure_logging(level: str = "INFO") -> None:
         root.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JournalFormatter())
-    handler.addFilter(_NoDryRunEcho())
     handler.addFilter(ScrubSecrets())  # an SDK's debug line or an exception may quote a token or a header
     root.addHandler(handler)
     root.setLevel(level.upper())
@@ -117,7 +122,7 @@ class Daemon:
         check_paths(settings)
         self.settings = settings
         self.config_path = config_path
-        # Before anything writes to the state file: one daemon per state file (core/store.py).
+        # Before anything writes to the state file: one daemon per state file (persist/store.py).
         self.lock, self.store = open_state(settings.state_path)  # waits while its disk has no room
         try:
             self.watch = CrashWatch(settings.safe_state, self.store)
@@ -151,7 +156,6 @@ class Daemon:
             Path(settings.log.decisions_path),
             settings.log.max_bytes,
             settings.log.backups,
-            self.store,
             virtual=settings.site.kind == "emulated",
         )
         self.journal.subscribe(self.decisions)
@@ -436,9 +440,9 @@ class Daemon:
             )
         self.no_room = bool(kept)
 
-    def _write_status(self, now: float, entry: dict[str, Any] | None, stopped: dict[str, Any] | None = None) -> None:
+    def _write_status(self, now: float, entry: dict[str, Any] | None, stopped: Stopped | None = None) -> None:
         snapshot = self.status_snapshot(now, entry, stopped)
-        self.store.set_meta("status", json.dumps(snapshot, sort_keys=True))
+        self.store.set_meta(STATUS_KEY, json.dumps(snapshot.to_json(), sort_keys=True))
         self.store.set_meta("heartbeat", json.dumps({"wall": time.time(), "virtual": now}))
 
     def _when(self, now: float) -> str:
@@ -466,10 +470,10 @@ class Daemon:
             ended = []
         now = self.runtime.now()
         record = self._final_record(now, reason, finished, ended)
-        left = [i["instance_id"] for i in (self.status_snapshot(now, None)["pool"]) if i["lifecycle"] != "terminated"]
-        stopped = {"wall": time.time(), "finished": finished, "reason": reason}
+        left = [i.instance_id for i in self.status_snapshot(now, None).pool if i.lifecycle != "terminated"]
+        stopped = Stopped(time.time(), finished, reason)
         self._write_status(now, self.last_record, stopped)
-        self.store.set_meta("stopped", json.dumps(stopped))
+        self.store.set_meta("stopped", json.dumps(asdict(stopped)))
         log.info(
             "stopped: %s, after %d decision(s); %s; cost %d unit(s) in all",
             reason,
@@ -486,19 +490,12 @@ class Daemon:
             self.metrics.stop()
 
     def _terminate_everything(self) -> list[str]:
-        """Terminate what is left, through the lifecycle, so status shows the instances as terminated."""
+        """Terminate what is left, through the loop's lifecycle, so status shows the instances as terminated."""
         live = [i.instance_id for i in self.runtime.instances()]
-        lifecycle = self.loop.lifecycle
-        going = [i for i in live if (st := lifecycle.state_of(i)) is not None and st.is_live]
-        lifecycle.move_all(
-            [i for i in going if can_move(lifecycle.state_of(i) or LifecycleState.BOOTING, LifecycleState.TERMINATING)],
-            LifecycleState.TERMINATING,
-        )
-        self.runtime.terminate_all()
+        going = [i for i in live if (st := self.loop.lifecycle.state_of(i)) is not None and st.is_live]
+        self.loop.terminate(live)
         still = {i.instance_id for i in self.runtime.instances()}
-        ended = [i for i in going if i not in still]
-        lifecycle.move_all(ended, LifecycleState.TERMINATED)
-        return ended
+        return [i for i in going if i not in still]
 
     def _final_record(self, now: float, reason: str, finished: bool, ended: list[str]) -> ShutdownRecord:
         """The run's last line in the decisions log: terminations after the last decision, why it stopped, counts."""
@@ -523,129 +520,75 @@ class Daemon:
     # -- status ---------------------------------------------------------------------
 
     def status_snapshot(
-        self, now: float, entry: dict[str, Any] | None, stopped: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+        self, now: float, entry: dict[str, Any] | None, stopped: Stopped | None = None
+    ) -> StatusSnapshot:
         """What ``wire-daemon status`` shows: workflows, pool and lifecycle, last decision, cost, mode."""
-        billing = self.settings.steering.billing
         listed = {i.instance_id: i for i in self.runtime.instances()}
         busy: dict[str, int] = {}
         for host in self.state.host.values():
             busy[host] = busy.get(host, 0) + 1
         lifecycle = dict(self.loop.lifecycle.items())
-        pool = [
-            {
-                "instance_id": i.instance_id,
-                "state": i.state,
-                "lifecycle": _lifecycle(self.loop, i.instance_id),
-                "launched_at": i.launch_time,
-                "age_s": round(max(now - i.launch_time, 0.0), 1),  # launched during this decision: 0, not -0.1
-                "busy_slots": busy.get(i.instance_id, 0),
-                "slots": i.slots,
-                "next_charge_in_s": round(billing.time_to_next_charge(i.launch_time, max(now, i.launch_time)), 1),
-                "release_at": self.loop.pending_releases.get(i.instance_id),
-            }
-            for i in listed.values()
-        ]
+        pool = [self._listed(i, now, busy.get(i.instance_id, 0)) for i in listed.values()]
         pool += [  # ours, but not in the cloud's listing: a launch not answered yet, a termination under way
-            {"instance_id": i, "state": None, "lifecycle": st.value, "release_at": self.loop.pending_releases.get(i)}
+            PoolInstance(i, st.value, release_at=self.loop.pending_releases.get(i))
             for i, st in lifecycle.items()
             if i not in listed and st.is_live
         ]
-        ended = [(i, st.value) for i, st in lifecycle.items() if not st.is_live and i not in listed]
+        ended = [EndedInstance(i, st.value) for i, st in lifecycle.items() if not st.is_live and i not in listed]
         total = self.runtime.cost_units(now)
         committed = min(len(listed), total)  # each live instance is inside one started, unfinished unit
-        control = self.runtime.control
-        snapshot: dict[str, Any] = {
-            "time": now,
-            "clock": "virtual" if self.runtime.virtual_clock else "wall",
-            "workflows": self.runtime.workflows(),
-            "tasks": {
-                "total": self.state.workflow.n_tasks,
-                "done": self.state.n_done(),
-                "running": self.state.count(TaskStatus.RUNNING),
-                "idle": self.state.count(TaskStatus.IDLE),
-                "held": self.state.count(TaskStatus.HELD),
-                "not_ready": self.state.count(TaskStatus.WAITING),
-            },
-            "pool": pool,
-            "ended_instances": [{"instance_id": i, "lifecycle": st} for i, st in ended[-10:]],
-            "ended_instances_count": len(ended),
-            "stages": self._stage_counts(),
-            "last_decision": None,
-            "cost_units": total,
-            "cost": {"total_units": total, "spent_units": total - committed, "committed_units": committed},
-            "charging_unit_s": billing.charging_unit_s,
-            "control": control.to_json() | {"describe": control.describe()},
-            "remaining_makespan_estimate_s": self._remaining_estimate(entry),
-            "dry_run": self.settings.safety.dry_run if self.settings.site.kind == "condor" else None,
-            "safe_state": self.watch.to_json(),
-        }
-        if entry is not None:
-            snapshot["last_decision"] = {
-                "time": entry.get("time"),
-                "target": entry.get("target"),
-                "planned": entry.get("planned"),
-                "pool": entry.get("pool"),
-                "launched": entry.get("launched", []),
-                "released": entry.get("released", []),
-                "rule": entry.get("rule", ""),
-                "words": decision_words(entry),
-            }
-        if stopped is not None:
-            snapshot["stopped"] = stopped
-        return snapshot
-
-    def _stage_counts(self) -> list[dict[str, Any]]:
-        """Per stage: task counts by state, and the prediction for its unfinished tasks.
-
-        Counted with bincounts over the task arrays: one pass, whatever the number of stages.
-        """
-        wf, status = self.state.workflow, self.state.status.astype(np.int64)
-        n_stages = len(wf.stages)
-        stage_of = wf.stage_of.astype(np.int64)
-        counts = np.bincount(stage_of * 8 + status, minlength=n_stages * 8).reshape(n_stages, 8)
         prediction = self.loop.last_plan.prediction if self.loop.last_plan else None
-        mean_s, policy = self._stage_predictions(prediction, stage_of, n_stages, status)
-        return [
-            {
-                "stage": stage.name,
-                "tasks": int(counts[k].sum()),
-                "done": int(counts[k, TaskStatus.DONE]),
-                "running": int(counts[k, TaskStatus.RUNNING]),
-                "idle": int(counts[k, TaskStatus.IDLE]),
-                "not_ready": int(counts[k, TaskStatus.WAITING]),
-                "predicted_occupancy_s": mean_s[k],
-                "prediction_policy": policy[k],
-            }
-            for k, stage in enumerate(wf.stages)
-        ]
+        return StatusSnapshot(
+            time=now,
+            clock="virtual" if self.runtime.virtual_clock else "wall",
+            workflows=workflow_statuses(self.runtime.workflows()),
+            tasks=task_counts(self.state),
+            pool=pool,
+            ended_instances=ended[-10:],
+            ended_instances_count=len(ended),
+            stages=stage_statuses(self.state, prediction),
+            last_decision=None if entry is None else _last_decision(entry),
+            cost_units=total,
+            cost=Cost(total, total - committed, committed),
+            charging_unit_s=self.settings.steering.billing.charging_unit_s,
+            control=ControlStatus.of(self.runtime.control),
+            remaining_makespan_estimate_s=0.0
+            if entry is None
+            else remaining_estimate(
+                self.state, prediction, int(entry.get("pool") or 0), self.settings.steering.slots_per_instance
+            ),
+            dry_run=self.settings.safety.dry_run if self.settings.site.kind == "condor" else None,
+            safe_state=SafeStateStatus.from_json(self.watch.to_json()),
+            stopped=stopped,
+        )
 
-    @staticmethod
-    def _stage_predictions(
-        prediction: Any, stage_of: np.ndarray, n_stages: int, status: np.ndarray
-    ) -> tuple[list, list]:
-        """Mean predicted occupancy of each stage's unfinished tasks, and the policy most of them use."""
-        if prediction is None or n_stages == 0:
-            return [None] * n_stages, [None] * n_stages
-        open_ = (prediction.policy > 0) & (status != TaskStatus.DONE)
-        stages = stage_of[open_]
-        n = np.bincount(stages, minlength=n_stages)
-        total = np.bincount(stages, weights=np.nan_to_num(prediction.occupancy_s[open_]), minlength=n_stages)
-        by_policy = np.bincount(stages * 10 + prediction.policy[open_].astype(np.int64), minlength=n_stages * 10)
-        dominant = by_policy.reshape(n_stages, 10).argmax(axis=1)
-        policy = [int(p) if c else None for p, c in zip(dominant, n)]
-        # Policy 1 (no task of the stage seen started) predicts nothing: no number, rather than 0 s.
-        mean_s = [round(float(t / c), 1) if c and p != 1 else None for t, c, p in zip(total, n, policy)]
-        return mean_s, policy
+    def _listed(self, i: Instance, now: float, busy: int) -> PoolInstance:
+        """One instance the cloud lists, with its lifecycle, its busy slots and its next charge."""
+        billing = self.settings.steering.billing
+        return PoolInstance(
+            instance_id=i.instance_id,
+            lifecycle=_lifecycle(self.loop, i.instance_id),
+            state=i.state,
+            launched_at=i.launch_time,
+            age_s=round(max(now - i.launch_time, 0.0), 1),  # launched during this decision: 0, not -0.1
+            busy_slots=busy,
+            slots=i.slots,
+            next_charge_in_s=round(billing.time_to_next_charge(i.launch_time, max(now, i.launch_time)), 1),
+            release_at=self.loop.pending_releases.get(i.instance_id),
+        )
 
-    def _remaining_estimate(self, entry: dict[str, Any] | None) -> float:
-        """Predicted remaining work over the pool's slots: a rough lower bound for operators."""
-        prediction = self.loop.last_plan.prediction if self.loop.last_plan else None
-        if prediction is None or entry is None or self.state.n_done() == self.state.workflow.n_tasks:
-            return 0.0
-        remaining = np.nansum(prediction.remaining_s[self.state.status != TaskStatus.DONE])
-        slots = max(1, int(entry.get("pool") or 0) * self.settings.steering.slots_per_instance)
-        return round(float(remaining) / slots, 1)
+
+def _last_decision(entry: dict[str, Any]) -> LastDecision:
+    return LastDecision(
+        time=entry.get("time"),
+        target=entry.get("target"),
+        planned=entry.get("planned"),
+        pool=entry.get("pool"),
+        launched=list(entry.get("launched", [])),
+        released=list(entry.get("released", [])),
+        rule=entry.get("rule", ""),
+        words=decision_words(entry),
+    )
 
 
 def _summary(exc: BaseException) -> str:

@@ -1,9 +1,12 @@
-"""The decisions log: one JSON line per decision, in a rotated file and in the state file.
+"""The decisions log: one JSON line per decision, in a file rotated by size.
 
 An observer of the journal: it writes every ``DecisionRecord``, every change
 the operator makes (``ControlChanged``: pause, resume, hold, drain-all,
 terminate-all) and the final ``ShutdownRecord``, which every run ends with.
-``wire-daemon decisions`` and ``report`` read it back.
+``wire-daemon decisions`` and ``report`` read it back. It is the record of
+what the daemon decided: the state file keeps no copy (it would grow without
+bound there, beside what a restart needs), and ``status`` shows the last
+decision from its snapshot.
 
 Each line carries ``clock`` (``wall`` on a real site, where ``time`` is Unix
 seconds; ``virtual`` on the emulated site, where ``time`` is the replay's
@@ -23,7 +26,6 @@ from typing import Any
 
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.journal import ControlChanged, Notice
-from wire_daemon.core.store import StateStore
 from wire_daemon.loop.mape import DecisionRecord
 
 
@@ -64,18 +66,16 @@ class ShutdownRecord:
 
 
 class DecisionsLog:
-    """JSON lines, rotated by size, mirrored into the state file."""
+    """JSON lines, rotated by size."""
 
     def __init__(
         self,
         path: Path,
         max_bytes: int,
         backups: int,
-        store: StateStore | None = None,
         virtual: bool = False,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self.store = store
         self.clock = "virtual" if virtual else "wall"
         self.wall_clock = wall_clock
         self._logger = logging.getLogger(f"wire_daemon.decisions.{path}")
@@ -86,13 +86,11 @@ class DecisionsLog:
 
     def notify(self, event: object) -> None:
         if isinstance(event, (DecisionRecord, ShutdownRecord, ControlChanged)):
-            self.append(event.time, event.to_json())
+            self.append(event.to_json())
 
-    def append(self, when: float, entry: dict[str, Any]) -> None:
+    def append(self, entry: dict[str, Any]) -> None:
         entry = {**entry, "clock": self.clock, "wall": round(self.wall_clock(), 3)}
         self._logger.info(json.dumps(entry, sort_keys=True))
-        if self.store is not None:
-            self.store.append_decision(when, entry)
 
     def close(self) -> None:
         for handler in list(self._logger.handlers):

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from wire_daemon.runtime.replay import ReplayResult
+from wire_daemon.service.wording import ends_in_s
 
 _POLICY_LABELS = {1: "p1", 2: "p2", 3: "p3", 4: "p4", 5: "p5", 6: "prior-xform", 7: "prior-wf", 9: "oracle"}
 
@@ -39,7 +40,7 @@ def format_decision(r: dict[str, Any]) -> str:
 
 
 def format_estimates(r: dict[str, Any]) -> str:
-    """The estimates of a policy that sees the whole run: end and units still to pay, per pool size.
+    """The estimates of a policy that sees the whole run: time to the end and units still to pay, per pool size.
 
     The chosen size is in brackets; one instance either side shows what a
     different choice would have meant.
@@ -47,25 +48,32 @@ def format_estimates(r: dict[str, Any]) -> str:
     chosen = r.get("planned")
     cells = []
     for e in r.get("estimates") or []:
-        cell = f"{e['size']}: ends {e['makespan_s']:.0f} s, +{e['cost_units']} units"
+        cell = f"{e['size']}: ends in {ends_in_s(r, e['makespan_s']):.0f} s, +{e['cost_units']} units"
         cells.append(f"[{cell}]" if e["size"] == chosen else cell)
     text = "estimates " + " | ".join(cells)
     if r.get("full_pool_makespan_s") is not None:
-        text += f" (full pool: {r['full_pool_makespan_s']:.0f} s)"
+        left = ends_in_s(r, r["full_pool_makespan_s"])
+        text += f" (full pool: ends in {left:.0f} s)" if left >= 0 else f" (full pool: ended {-left:.0f} s ago)"
     return text
 
 
 def format_table(results: dict[str, ReplayResult]) -> str:
     header = (
-        f"{'policy':<20} {'cost(units)':>11} {'makespan(s)':>12} {'rel.time':>8} {'util':>6} {'peak':>5} "
+        f"{'policy':<20} {'cost(units)':>11} {'money':>9} {'makespan(s)':>12} {'rel.time':>8} {'util':>6} {'peak':>5} "
         f"{'restarts':>8} {'decision ms mean/max':>21}"
     )
     lines = [header, "-" * len(header)]
     for name, r in results.items():
         lines.append(
-            f"{name:<20} {r.cost_units:>11d} {r.makespan_s:>12.1f} {r.relative_time:>8.3f} {r.utilization:>6.3f} "
-            f"{r.peak_instances:>5d} {r.restarts:>8d} {r.decision_mean_s * 1e3:>10.2f}/{r.decision_max_s * 1e3:<10.2f}"
+            f"{name:<20} {r.cost_units:>11d} {r.cost_money:>9.2f} {r.makespan_s:>12.1f} {r.relative_time:>8.3f} "
+            f"{r.utilization:>6.3f} {r.peak_instances:>5d} {r.restarts:>8d} "
+            f"{r.decision_mean_s * 1e3:>10.2f}/{r.decision_max_s * 1e3:<10.2f}"
         )
+    lost = [(name, r) for name, r in results.items() if r.interruptions]
+    if lost:
+        lines.append("")
+        lines.append("spot reclaims (work lost: slot-seconds rerun from zero):")
+        lines.extend(f"  {name:<20} {r.interruptions} reclaims, {r.interrupted_slot_s:.0f} s lost" for name, r in lost)
     errors = [(name, r) for name, r in results.items() if any(e.tasks for e in r.errors)]
     if errors:
         lines.append("")

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wire_daemon.core.store import StateStore
+from wire_daemon.persist.store import StateStore
 from wire_daemon.runtime.settings import SafeStateSettings
 from wire_daemon.service.systemd_notify import notify
 from wire_daemon.service.wording import duration

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from wire_daemon.core.store import StateDiskFull, StateLock, StateStore
+from wire_daemon.persist.store import StateDiskFull, StateLock, StateStore
 from wire_daemon.service.wording import duration
 
 log = logging.getLogger(__name__)

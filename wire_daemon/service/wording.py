@@ -133,20 +133,35 @@ def _ids(ids: list[str], limit: int = 4) -> str:
     return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
+def ends_in_s(r: dict[str, Any], makespan_s: float) -> float:
+    """Seconds from a decision to an estimated end (``estimates[].makespan_s``, ``full_pool_makespan_s``;
+    the full pool's is negative when the full pool, from the workflow's start, would have ended already).
+
+    A record holds that duration. Logs written before it did hold the end
+    itself, on the loop's clock: on the wall clock an epoch time (no estimate
+    is 30 years long), read here as the end it is.
+    """
+    now = r.get("time")
+    if makespan_s >= _EPOCH_MIN_S and isinstance(now, (int, float)) and not is_virtual(r):
+        return makespan_s - now
+    return makespan_s
+
+
 def estimate_words(r: dict[str, Any]) -> str:
     """When the workflow would end and what it would still cost, at the chosen pool size and one either side."""
-    now = r.get("time")
 
-    def ends(at: float) -> str:  # from the decision's time: an epoch second means nothing to a reader
-        return f"ends in {duration(max(at - now, 0.0))}" if isinstance(now, (int, float)) else f"ends at {at:.0f} s"
+    def ends(makespan_s: float) -> str:
+        return f"ends in {duration(max(ends_in_s(r, makespan_s), 0.0))}"
 
     cells = []
     for e in r.get("estimates") or []:
         chosen = " (chosen)" if e.get("size") == r.get("planned") else ""
         cells.append(f"{e['size']} instance(s){chosen}: {ends(e['makespan_s'])}, {e['cost_units']} more unit(s)")
     text = "estimates: " + "; ".join(cells)
-    if isinstance(r.get("full_pool_makespan_s"), (int, float)):
-        text += f"; the full pool {ends(r['full_pool_makespan_s']).replace('ends', 'would end', 1)}"
+    full = r.get("full_pool_makespan_s")
+    if isinstance(full, (int, float)):  # from the workflow's start: that end may be past already
+        left = ends_in_s(r, full)
+        text += f"; the full pool would {f'end in {duration(left)}' if left >= 0 else f'have ended {ago(-left)}'}"
     return text
 
 

@@ -39,7 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from wire_daemon.core.errors import CloudConfigError, ConfigError
-from wire_daemon.core.instances import LIVE_STATES, UNUSABLE_STATES, Instance
+from wire_daemon.core.instances import LIVE_STATES, UNUSABLE_STATES, CloudState, Instance
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.secrets import shown
 from wire_daemon.execute.providers.retry import Retrier
 
@@ -178,12 +179,19 @@ class CloudDriver(ABC):
         return self.retrier.call("find request", lambda: self._find_request(request_id))
 
     def launch(
-        self, count: int, request_id: str | None = None, user_data: str | None = None, instance_type: str = ""
+        self,
+        count: int,
+        request_id: str | None = None,
+        user_data: str | None = None,
+        instance_type: str = "",
+        market: Market = Market.ON_DEMAND,
     ) -> list[Instance]:
         """Launch ``count`` instances, or return those an earlier call with the same request id launched.
 
         ``instance_type``: the EC2 instance type or OpenStack flavor of this launch; "": the configured one.
         """
+        if market is not Market.ON_DEMAND:
+            raise CloudConfigError(self.provider, "launch", f"the {self.provider} driver buys on-demand capacity only")
         if count < 0:
             raise ConfigError(f"launch count must be >= 0 (got {count!r})")
         if count == 0:
@@ -250,7 +258,7 @@ class CloudDriver(ABC):
     # -- what each cloud implements -----------------------------------------
 
     @abstractmethod
-    def _list_owned(self, states: frozenset[str], ids: Sequence[str] | None) -> list[Instance]:
+    def _list_owned(self, states: frozenset[CloudState], ids: Sequence[str] | None) -> list[Instance]:
         """One try: our instances in ``states`` (restricted to ``ids`` if given). Raises CloudError."""
 
     @abstractmethod

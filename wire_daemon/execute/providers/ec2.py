@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from wire_daemon.core.errors import CloudError, ConfigError
-from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
+from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.secrets import shown
 from wire_daemon.execute.providers.base import (
     DENIED,
@@ -46,20 +46,20 @@ USER_DATA_LIMIT = 16384  # bytes before base64, EC2's limit
 
 # EC2 state name -> Instance.state
 _STATES = {
-    "pending": PENDING,
-    "running": RUNNING,
-    "stopping": STOPPED,
-    "stopped": STOPPED,
-    "shutting-down": TERMINATED,
-    "terminated": TERMINATED,
+    "pending": CloudState.PENDING,
+    "running": CloudState.RUNNING,
+    "stopping": CloudState.STOPPED,
+    "stopped": CloudState.STOPPED,
+    "shutting-down": CloudState.TERMINATED,
+    "terminated": CloudState.TERMINATED,
 }
 # Instance.state -> the EC2 state names to ask for
 _EC2_STATES = {
-    PENDING: ["pending"],
-    RUNNING: ["running"],
-    STOPPED: ["stopping", "stopped"],
-    FAILED: [],
-    TERMINATED: ["shutting-down", "terminated"],
+    CloudState.PENDING: ["pending"],
+    CloudState.RUNNING: ["running"],
+    CloudState.STOPPED: ["stopping", "stopped"],
+    CloudState.FAILED: [],
+    CloudState.TERMINATED: ["shutting-down", "terminated"],
 }
 
 
@@ -203,7 +203,7 @@ class Ec2Driver(CloudDriver):
 
     # -- one try of each call -----------------------------------------------
 
-    def _list_owned(self, states: frozenset[str], ids: Sequence[str] | None) -> list[Instance]:
+    def _list_owned(self, states: frozenset[CloudState], ids: Sequence[str] | None) -> list[Instance]:
         names = sorted({name for state in states for name in _EC2_STATES[state]})
         return self._describe([("instance-state-name", names)], ids, "list")
 
@@ -301,7 +301,7 @@ class Ec2Driver(CloudDriver):
             instance_id=raw["InstanceId"],
             launch_time=launched.timestamp() if isinstance(launched, datetime) else 0.0,
             slots=slots_from(tags, self.slots_per_instance),
-            state=_STATES.get(raw.get("State", {}).get("Name", ""), PENDING),
+            state=_STATES.get(raw.get("State", {}).get("Name", ""), CloudState.PENDING),
             address=raw.get("PrivateIpAddress", ""),
             instance_type=raw.get("InstanceType", ""),
             request_id=tags.get(TAG_REQUEST, ""),

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from wire_daemon.core.errors import CloudError, ConfigError
-from wire_daemon.core.instances import FAILED, PENDING, RUNNING, STOPPED, TERMINATED, Instance
+from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.secrets import looks_like_secret, shown
 from wire_daemon.execute.providers.base import (
     DENIED,
@@ -54,18 +54,18 @@ USER_DATA_LIMIT = 65535  # bytes after base64, Nova's limit
 # Nova status -> Instance.state; any other status is a live server in some transition
 # (REBOOT, RESIZE, MIGRATING, ...), counted as running.
 _STATES = {
-    "BUILD": PENDING,
-    "ACTIVE": RUNNING,
-    "ERROR": FAILED,
-    "UNKNOWN": FAILED,
-    "SHUTOFF": STOPPED,
-    "STOPPED": STOPPED,
-    "SUSPENDED": STOPPED,
-    "PAUSED": STOPPED,
-    "SHELVED": STOPPED,
-    "SHELVED_OFFLOADED": STOPPED,
-    "DELETED": TERMINATED,
-    "SOFT_DELETED": TERMINATED,
+    "BUILD": CloudState.PENDING,
+    "ACTIVE": CloudState.RUNNING,
+    "ERROR": CloudState.FAILED,
+    "UNKNOWN": CloudState.FAILED,
+    "SHUTOFF": CloudState.STOPPED,
+    "STOPPED": CloudState.STOPPED,
+    "SUSPENDED": CloudState.STOPPED,
+    "PAUSED": CloudState.STOPPED,
+    "SHELVED": CloudState.STOPPED,
+    "SHELVED_OFFLOADED": CloudState.STOPPED,
+    "DELETED": CloudState.TERMINATED,
+    "SOFT_DELETED": CloudState.TERMINATED,
 }
 
 
@@ -172,7 +172,7 @@ class OpenStackDriver(CloudDriver):
 
     # -- one try of each call -----------------------------------------------
 
-    def _list_owned(self, states: frozenset[str], ids: Sequence[str] | None) -> list[Instance]:
+    def _list_owned(self, states: frozenset[CloudState], ids: Sequence[str] | None) -> list[Instance]:
         wanted = set(ids) if ids else None
         found = []
         for server in self._servers("list"):
@@ -256,7 +256,7 @@ class OpenStackDriver(CloudDriver):
             server = self.conn.compute.create_server(**attrs)
         self._index_of[server.id] = index
         # Nova's create reply holds little more than the id; the next list gives the cloud's times.
-        return Instance(server.id, self.clock(), slots, PENDING, "", flavor, request_id)
+        return Instance(server.id, self.clock(), slots, CloudState.PENDING, "", flavor, request_id)
 
     def _flavor(self, name: str) -> str:
         if name not in self._flavor_ids:
@@ -302,10 +302,10 @@ class OpenStackDriver(CloudDriver):
             raise map_error(exc, operation) from exc
 
 
-def _state(server: Any) -> str:
+def _state(server: Any) -> CloudState:
     if (getattr(server, "task_state", None) or "") == "deleting":
-        return TERMINATED  # a delete was accepted: do not count it in the pool
-    return _STATES.get((server.status or "BUILD").upper(), RUNNING)
+        return CloudState.TERMINATED  # a delete was accepted: do not count it in the pool
+    return _STATES.get((server.status or "BUILD").upper(), CloudState.RUNNING)
 
 
 def _index(value: Any, name: str | None) -> int | None:

@@ -10,7 +10,7 @@ import pytest
 
 from wire_daemon.core.config import EmulationConfig, InstanceType, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
-from wire_daemon.core.instances import RUNNING, Instance
+from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.run_state import RunState
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.emulated.traces import load_trace
@@ -21,7 +21,7 @@ from wire_daemon.ports.policy import PlanResult, SteeringDecision
 from wire_daemon.runtime.replay import replay
 from wire_daemon.runtime.settings import load_settings
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 SMALL = InstanceType("c.small", cores=4, memory_mib=1600, price=1.0)
 LARGE = InstanceType("c.large", cores=16, memory_mib=6400, price=4.0)
 
@@ -80,7 +80,7 @@ def test_the_policy_plans_in_tasks_that_fit_by_memory():
     inner = _Recorder()
     steering = SteeringConfig(slots_per_instance=4)
     policy = ShapedPolicy(inner, steering, 1600.0, _Shapes(requests))
-    result = policy.plan(0.0, state, [Instance("i-1", 0.0, 4, RUNNING)], queue)
+    result = policy.plan(0.0, state, [Instance("i-1", 0.0, 4, CloudState.RUNNING)], queue)
     assert policy.last_request_mib == 800.0
     assert [i.slots for i in inner.instances] == [2]  # two 800 MiB jobs fill 1600 MiB
     assert inner.steering is not None and inner.steering.slots_per_instance == 2
@@ -93,7 +93,10 @@ def test_the_policy_launches_the_cheapest_type_and_counts_each_instance_by_its_t
     inner = _Recorder()
     steering = SteeringConfig(instance_types=(SMALL, LARGE))
     policy = ShapedPolicy(inner, steering, 0.0, _Shapes(requests))
-    pool = [Instance("i-1", 0.0, 4, RUNNING, instance_type="c.small"), Instance("i-2", 0.0, 16, RUNNING)]
+    pool = [
+        Instance("i-1", 0.0, 4, CloudState.RUNNING, instance_type="c.small"),
+        Instance("i-2", 0.0, 16, CloudState.RUNNING),
+    ]
     result = policy.plan(0.0, state, pool, queue)
     assert result.decision.launch_type == "c.large"
     assert inner.steering is not None and inner.steering.slots_per_instance == 6

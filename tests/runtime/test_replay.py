@@ -8,7 +8,7 @@ import pytest
 from wire_daemon.cli.main import main
 from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
-from wire_daemon.runtime.policies import POLICY_NAMES
+from wire_daemon.runtime.policies import POLICY_NAMES, compared_policies
 from wire_daemon.runtime.replay import compare, replay
 
 
@@ -39,7 +39,11 @@ def test_replay_is_deterministic_for_a_seed(montage):
 
 def test_every_policy_finishes_every_task_and_bills_whole_units(montage):
     results = compare(montage, _config())
-    assert set(results) == set(POLICY_NAMES)
+    assert (
+        set(results)
+        == set(compared_policies(_config().steering))
+        == set(POLICY_NAMES) - {"annex-spot", "reactive-spot"}
+    )
     full = results["full-site"]
     assert full.relative_time == 1.0
     assert full.cost_units == 12 * math.ceil(full.makespan_s / 900.0)  # every started unit, 12 instances
@@ -59,9 +63,25 @@ def test_full_site_makespan_is_close_to_the_critical_path(montage):
 def test_cli_json_has_the_documented_keys(capsys):
     assert main(["replay", "--compare", "--json", "--charging-unit", "15"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out["policies"]) == set(POLICY_NAMES)
+    assert set(out["policies"]) == set(compared_policies(SteeringConfig()))
     for summary in out["policies"].values():
-        assert {"cost_units", "makespan_s", "relative_time", "utilization"} <= set(summary)
+        assert {"cost_units", "cost", "makespan_s", "relative_time", "utilization", "interruptions"} <= set(summary)
+        assert summary["cost"] == summary["cost_units"]  # one on-demand type at 1 per hour-long unit
+
+
+def test_cli_market_flags_bring_in_the_spot_peers_and_count_their_reclaims(capsys):
+    args = ["replay", "--compare", "--json", "--time-scale", "20", "--billing", "second", "--market", "auto"]
+    assert main([*args, "--interruptions", "0.5", "--storm", "--seed", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["policies"]) == set(POLICY_NAMES) and out["billing"] == "second" and out["storm"]
+    spot = out["policies"]["annex-spot"]
+    assert spot["interruptions"] >= 1 and spot["interrupted_slot_s"] > 0
+    assert spot["cost"] < out["policies"]["full-site"]["cost"]  # spot: about a third of the price
+
+
+def test_cli_refuses_an_impossible_market_in_one_line(capsys):
+    assert main(["replay", "--interruptions", "-1"]) == 2
+    assert "--interruptions must be >= 0" in capsys.readouterr().err
 
 
 def test_cli_text_table_and_verbose_decisions(capsys):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "linear_study.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "linear_study.py"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from wire_daemon.core.errors import WorkflowError
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.traces import BUNDLED_TRACE, bundled_trace_path, load_trace
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 TRACES = DATA / "traces"  # copies of the smallest real traces of each kind (tests/data/SOURCES.md)
 LEGACY = "legacy/montage-4.0-osg-dataset02-run001.json.gz"
 

@@ -25,7 +25,7 @@ from wire_daemon.plan.pfa import (
     lookup_depth,
     slot_demand,
 )
-from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, make_policy
+from wire_daemon.runtime.policies import POLICY_NAMES, PolicyInputs, compared_policies, make_policy
 from wire_daemon.runtime.replay import compare, replay
 
 
@@ -241,9 +241,10 @@ def test_pfa_pays_less_than_full_site_on_a_scaled_trace(montage):
 def test_cli_compare_runs_every_policy(capsys):
     assert main(["replay", "--compare", "--charging-unit", "15"]) == 0
     out = capsys.readouterr().out
+    on_demand = compared_policies(SteeringConfig())  # the spot peers join only where spot is on the table
     rows = [line.split()[0] for line in out.splitlines() if line.split() and line.split()[0] in POLICY_NAMES]
-    n = len(POLICY_NAMES)
-    assert rows[:n] == list(POLICY_NAMES) and n == 7  # then the prediction-error lines
+    n = len(on_demand)
+    assert rows[:n] == list(on_demand) and n == 7  # then the prediction-error lines
     assert main(["replay", "--policy", "pfa", "--verbose"]) == 0
     assert "LoP" in capsys.readouterr().out  # the decisions log says what PFA saw
 

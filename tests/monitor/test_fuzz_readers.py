@@ -63,7 +63,10 @@ from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_file import parse_submit_file
 from wire_lab.chaos.mutations import mangled_bytes, value_slots
 
-DATA = Path(__file__).resolve().parent / "data"
+# The slow tier (-m slow): forks a child per example and runs every reader's full example count.
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURES = DATA / "fixtures"
 SUBMIT = FIXTURES / "pegasus-submit"
 EXAMPLES = int(os.environ.get("WIRE_FUZZ_EXAMPLES", "40"))

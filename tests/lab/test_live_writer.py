@@ -521,6 +521,7 @@ def test_run_live_paces_virtual_time_against_the_clock(tmp_path: Path) -> None:
     assert {i.address for i in live.instances()} == {"203.0.113.1", "203.0.113.2"}
 
 
+@pytest.mark.slow
 def test_readers_follow_a_real_time_run_from_another_thread(tmp_path: Path, montage) -> None:
     live = build_live(montage, tmp_path, CONFIG, slots_per_instance=4, options=WriterOptions(epoch=EPOCH))
     follower = EventLogFollower(live.writer.log_path, problems=Problems())

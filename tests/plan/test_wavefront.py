@@ -246,6 +246,7 @@ def _random_case(rng):
     return state, remaining, occupancy, pool, now, interval, queue, release_at, rng.random() < 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fan_out", [0, 32])
 def test_projection_matches_the_plain_rules(monkeypatch, fan_out):
     import random

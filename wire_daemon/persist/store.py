@@ -1,11 +1,12 @@
 """The daemon's memory across restarts: one SQLite file.
 
 It holds the instances we launched, the launch requests in flight, the log
-read positions, the decisions and the operator's control requests
-(``wire-daemon pause`` and the like: written by the command, applied and
-marked by the daemon). The cloud stays the source of truth for
-which instances exist; this file remembers what the cloud cannot tell (why
-we launched, where we were reading, what we decided).
+read positions and the operator's control requests (``wire-daemon pause``
+and the like: written by the command, applied and marked by the daemon). The
+cloud stays the source of truth for which instances exist; this file
+remembers what the cloud cannot tell (why we launched, where we were
+reading). What we decided is in the decisions log (``service/decisions_log.py``),
+a file rotated by size: it is not copied here, where it would grow without bound.
 
 Crash safety: a launch request is written *before* the cloud call and closed
 after it, each in its own transaction, so a daemon killed in between finds the
@@ -53,7 +54,9 @@ from wire_daemon.core.instances import LifecycleState
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3  # 2: instances.state holds the lifecycle state (core.instances); 3: the controls table
+# 2: instances.state holds the lifecycle state (core.instances); 3: the controls table;
+# 4: instances.release_at, and no decisions table
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -66,7 +69,8 @@ CREATE TABLE IF NOT EXISTS instances (
     address TEXT NOT NULL DEFAULT '',
     state TEXT NOT NULL,              -- a LifecycleState value
     ended_at REAL,
-    end_reason TEXT
+    end_reason TEXT,
+    release_at REAL                   -- drained: when it is to be terminated (its paid unit's end)
 );
 CREATE TABLE IF NOT EXISTS launch_requests (
     request_id TEXT PRIMARY KEY,
@@ -76,7 +80,6 @@ CREATE TABLE IF NOT EXISTS launch_requests (
     closed_at REAL
 );
 CREATE TABLE IF NOT EXISTS positions (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS controls (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     command TEXT NOT NULL,            -- pause | resume | hold | drain-all | terminate-all
@@ -100,6 +103,7 @@ class InstanceRecord:
     state: LifecycleState
     ended_at: float | None = None
     end_reason: str | None = None
+    release_at: float | None = None  # drained: the planned end, kept across a restart
 
 
 @dataclass(frozen=True)
@@ -263,6 +267,11 @@ class StateStore:
                     self._db.execute(statement)
             if version == 1:
                 self._db.execute(_V1_STATES)
+            # Up to schema 3 every decision was copied here too; its pages go back to the file's free list.
+            self._db.execute("DROP TABLE IF EXISTS decisions")
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(instances)")}
+            if "release_at" not in columns:  # a table older than schema 4: CREATE IF NOT EXISTS left it as it was
+                self._db.execute("ALTER TABLE instances ADD COLUMN release_at REAL")
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _transaction(self) -> _Tx:
@@ -319,7 +328,7 @@ class StateStore:
     def record_instance(self, record: InstanceRecord) -> None:
         with self._transaction():
             self._db.execute(
-                "INSERT OR REPLACE INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.instance_id,
                     record.request_id,
@@ -330,6 +339,7 @@ class StateStore:
                     LifecycleState(record.state).value,
                     record.ended_at,
                     record.end_reason,
+                    record.release_at,
                 ),
             )
 
@@ -346,6 +356,11 @@ class StateStore:
     def set_lifecycle(self, instance_id: str, state: LifecycleState) -> None:
         with self._transaction():
             self._db.execute("UPDATE instances SET state = ? WHERE instance_id = ?", (state.value, instance_id))
+
+    def set_release_at(self, instance_id: str, release_at: float) -> None:
+        """When a drained instance is to be terminated: a restarted daemon keeps that plan."""
+        with self._transaction():
+            self._db.execute("UPDATE instances SET release_at = ? WHERE instance_id = ?", (release_at, instance_id))
 
     def instances(self, live_only: bool = True) -> list[InstanceRecord]:
         """Our instances; live ones are those not ended (a terminating one still counts until it is gone)."""
@@ -370,18 +385,6 @@ class StateStore:
     def forget_positions(self, prefix: str) -> None:
         with self._transaction():
             self._db.execute("DELETE FROM positions WHERE key LIKE ? ESCAPE '\\'", (_like_prefix(prefix),))
-
-    # -- decisions -------------------------------------------------------------
-
-    def append_decision(self, when: float, record: dict[str, Any]) -> None:
-        with self._transaction():
-            self._db.execute(
-                "INSERT INTO decisions (time, record) VALUES (?, ?)", (when, json.dumps(record, sort_keys=True))
-            )
-
-    def decisions(self, since: float = float("-inf")) -> Iterator[dict[str, Any]]:
-        for (text,) in self._db.execute("SELECT record FROM decisions WHERE time >= ? ORDER BY seq", (since,)):
-            yield json.loads(text)
 
     # -- the operator's controls ---------------------------------------------------
 
@@ -440,7 +443,7 @@ class _Tx:
 
 
 Statement = tuple[str, tuple[Any, ...]]
-KEPT_MAX = 5000  # transactions kept in memory; beyond, the oldest decision copies go first (decisions.jsonl has them)
+KEPT_MAX = 5000  # transactions kept in memory; beyond, the oldest goes (the cloud's listing remains the record)
 _REPLACE = re.compile(r"^\s*INSERT OR REPLACE INTO (\w+) ", re.IGNORECASE)
 
 
@@ -594,8 +597,7 @@ class _Connection:
             self.kept = [tx for tx in self.kept if _replace_key(tx) != key]
         self.kept.append(statements)
         if len(self.kept) > KEPT_MAX:
-            copies = [tx for tx in self.kept if tx[0][0].lstrip().upper().startswith("INSERT INTO DECISIONS")]
-            self.kept.remove(copies[0] if copies else self.kept[0])
+            del self.kept[0]
 
     def _rollback(self) -> None:
         if self.db.in_transaction:
@@ -621,7 +623,16 @@ def _like_prefix(prefix: str) -> str:
 
 def _instance_record(row: tuple[Any, ...]) -> InstanceRecord:
     """One ``instances`` row, its columns in the schema's order."""
-    instance_id, request_id, launch_time, unit_start, slots, address, state, ended_at, end_reason = row
+    instance_id, request_id, launch_time, unit_start, slots, address, state, ended_at, end_reason, release_at = row
     return InstanceRecord(
-        instance_id, request_id, launch_time, unit_start, slots, address, LifecycleState(state), ended_at, end_reason
+        instance_id,
+        request_id,
+        launch_time,
+        unit_start,
+        slots,
+        address,
+        LifecycleState(state),
+        ended_at,
+        end_reason,
+        release_at,
     )

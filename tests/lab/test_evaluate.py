@@ -11,7 +11,7 @@ from wire_daemon.emulated.traces import bundled_trace_path
 from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_lab.evaluation.runs import GROUPS, Job, ResultCache, find_traces, group_of, make_jobs, run_job
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "evaluate.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "evaluate.py"
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,7 @@ def read_runs(out):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_tiny_grid_writes_every_output(tiny):
     out, _ = tiny
     for name in (
@@ -70,6 +71,7 @@ def test_tiny_grid_writes_every_output(tiny):
     assert "## Headline" in readme and "CPU cores" in readme
 
 
+@pytest.mark.slow
 def test_tiny_grid_numbers_are_sane(tiny):
     out, _ = tiny
     rows = read_runs(out)
@@ -93,6 +95,7 @@ def test_tiny_grid_numbers_are_sane(tiny):
     assert "workflow model (MB)" in (out / "tables.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_second_run_takes_the_jobs_from_the_cache(evaluate, tiny):
     out, argv = tiny
     before = read_runs(out)

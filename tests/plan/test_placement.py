@@ -1,0 +1,123 @@
+"""DAG-aware market placement: spot where rework is cheap, on-demand for long critical work."""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from wire_daemon.core.config import SteeringConfig
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.pricing import Market
+from wire_daemon.core.run_state import RunState
+from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.plan.placement import (
+    PRIOR_SPOT_HOURS,
+    MarketPlacement,
+    ReclaimRate,
+    critical_paths,
+    rework_factor,
+    spot_worth,
+)
+from wire_daemon.ports.policy import PlanResult, SteeringDecision
+from wire_daemon.ports.prediction import Prediction
+
+HOUR = 3600.0
+
+
+def test_rework_factor_is_the_restart_from_zero_expected_time():
+    assert rework_factor(600.0, 0.0) == 1.0
+    rate = 0.2 / HOUR
+    assert rework_factor(HOUR, rate) == pytest.approx(math.expm1(0.2) / 0.2)
+    assert rework_factor(10 * HOUR, rate) > 2.5 * rework_factor(HOUR, rate)
+
+
+def test_short_work_goes_to_spot_and_long_critical_work_to_on_demand():
+    rate = 0.2 / HOUR
+    weight = lambda d: 12 * (d / 2 + 180.0) / d  # noqa: E731
+    assert spot_worth(60.0, rate, 0.35, critical=True, late_weight=weight(60.0))
+    assert spot_worth(HOUR, rate, 0.35, critical=False, late_weight=weight(HOUR))
+    assert not spot_worth(HOUR, rate, 0.35, critical=True, late_weight=weight(HOUR))
+    assert not spot_worth(
+        20 * HOUR, rate, 0.35, critical=False, late_weight=weight(20 * HOUR)
+    )  # rework eats the discount
+
+
+def _chain_and_fan():
+    """A long two-task chain beside a wide stage of short tasks that feeds nothing."""
+    specs = [TaskSpec("L1", "long", runtime_s=HOUR), TaskSpec("L2", "long2", ("L1",), runtime_s=HOUR)]
+    specs += [TaskSpec(f"S{i}", "short", runtime_s=30.0) for i in range(8)]
+    return build_workflow("w", "test", specs)
+
+
+def _remaining(wf):
+    return np.array([HOUR if name.startswith("long") else 30.0 for name in wf.transformation])
+
+
+def _queue(wf):
+    """L1 first, then the short tasks."""
+    return np.array([wf.index_of("L1")] + [wf.index_of(f"S{i}") for i in range(8)])
+
+
+def test_critical_paths_follow_the_stage_chain():
+    wf = _chain_and_fan()
+    paths = critical_paths(wf, _remaining(wf), np.ones(wf.n_tasks, dtype=bool))
+    at = wf.index_of
+    assert paths[at("L1")] == pytest.approx(2 * HOUR)  # L1, then L2's stage after it
+    assert paths[at("L2")] == pytest.approx(HOUR) and paths[at("S0")] == pytest.approx(30.0)
+
+
+class _Launches:
+    name = "fake"
+
+    def __init__(self, launch: int) -> None:
+        self.launch = launch
+
+    def reconfigure(self, steering):
+        pass
+
+    def plan(self, now, state, instances, queue_order):
+        wf = state.workflow
+        remaining = _remaining(wf)
+        prediction = Prediction(remaining, remaining, remaining, np.ones(wf.n_tasks, dtype=np.int8))
+        return PlanResult(SteeringDecision(self.launch, self.launch, launch=self.launch), prediction=prediction)
+
+
+STEERING = SteeringConfig(slots_per_instance=1, max_instances=12, market="auto", spot_interruptions_per_hour=0.2)
+
+
+def test_placement_puts_the_critical_long_task_on_demand_and_the_short_ones_on_spot():
+    wf = _chain_and_fan()
+    state = RunState(wf)
+    queue = _queue(wf)
+    policy = MarketPlacement(_Launches(3), STEERING)
+    decision = policy.plan(0.0, state, [], queue).decision
+    assert decision.launch == 3 and decision.spot_launches == 2  # L1's instance on-demand, two short ones on spot
+
+
+def test_market_spot_buys_every_launch_on_spot_and_a_quiet_market_everything():
+    wf = _chain_and_fan()
+    queue = _queue(wf)
+    spot = MarketPlacement(_Launches(3), replace(STEERING, market="spot"))
+    assert spot.plan(0.0, RunState(wf), [], queue).decision.spot_launches == 3
+    quiet = MarketPlacement(_Launches(3), replace(STEERING, spot_interruptions_per_hour=0.0))
+    assert quiet.plan(0.0, RunState(wf), [], queue).decision.spot_launches == 3
+
+
+def test_free_slots_take_the_queue_head_first():
+    wf = _chain_and_fan()
+    queue = _queue(wf)
+    up = [Instance("i-1", 0.0, 1)]  # L1 goes to the free slot: the launches carry short tasks only
+    decision = MarketPlacement(_Launches(2), STEERING).plan(0.0, RunState(wf), up, queue).decision
+    assert decision.spot_launches == 2
+
+
+def test_the_reclaim_rate_is_learned_from_spot_instances_that_vanish_unreleased():
+    rate = ReclaimRate(prior_per_hour=0.05)
+    assert rate.per_second == pytest.approx(0.05 / HOUR)
+    spot = [Instance(f"i-{n}", 0.0, 4, market=Market.SPOT) for n in range(4)]
+    rate.observe(0.0, spot)
+    rate.released(["i-0"])
+    rate.observe(HOUR, spot[2:])  # i-0 released by us, i-1 reclaimed
+    assert rate.reclaims == 1 and rate.spot_seconds == pytest.approx(4 * HOUR)
+    assert rate.per_second == pytest.approx((0.05 * PRIOR_SPOT_HOURS + 1) / ((PRIOR_SPOT_HOURS + 4) * HOUR))

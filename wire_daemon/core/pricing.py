@@ -1,0 +1,71 @@
+"""What an instance costs in money: its type's price per hour in its market, under the billing rule.
+
+One place for money. A type (an EC2 instance type, an OpenStack flavor) has
+cores, memory and a price per hour for each market it is offered in:
+on-demand always, spot where the cloud has it. Money is that price times the
+seconds the billing rule charges (``core.billing``), so per-unit and
+per-second billing price the same instance-hour the same way.
+
+The paper's setting, charging units of one on-demand price, is the special
+case ``unit_prices``: a type whose price per unit is 1, which makes money
+equal to charging units.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from wire_daemon.core.billing import Billing
+
+SECONDS_PER_HOUR = 3600.0
+# Spot over on-demand, when nothing better is known: about a third (EC2's published history).
+DEFAULT_SPOT_PRICE_RATIO = 0.35
+
+
+class Market(enum.Enum):
+    """How an instance is bought."""
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"  # cheaper, and the cloud may reclaim it at any time
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One instance type as the pool may buy it."""
+
+    name: str
+    cores: int
+    memory_mib: float = 0.0  # 0: memory does not limit what fits
+    on_demand_per_hour: float = 1.0
+    spot_per_hour: float | None = None  # None: not offered on spot
+
+    def price_per_hour(self, market: Market) -> float:
+        if market is Market.ON_DEMAND:
+            return self.on_demand_per_hour
+        if self.spot_per_hour is None:
+            raise ValueError(f"instance type {self.name!r} is not offered on the spot market")
+        return self.spot_per_hour
+
+    def offers(self, market: Market) -> bool:
+        return market is Market.ON_DEMAND or self.spot_per_hour is not None
+
+    def per_slot_second(self, market: Market) -> float:
+        """Money per core-second: what the price expander compares across types."""
+        return self.price_per_hour(market) / SECONDS_PER_HOUR / self.cores
+
+    def with_spot_ratio(self, ratio: float) -> Offer:
+        return Offer(self.name, self.cores, self.memory_mib, self.on_demand_per_hour, self.on_demand_per_hour * ratio)
+
+
+def unit_priced(name: str, cores: int, price_per_unit: float, billing: Billing, memory_mib: float = 0.0) -> Offer:
+    """A type priced per charging unit (the project's older settings) as a price per hour."""
+    return Offer(name, cores, memory_mib, price_per_unit * SECONDS_PER_HOUR / billing.charging_unit_s)
+
+
+def money(billing: Billing, price_per_hour: float, launch_time: float, end: float) -> float:
+    """What one instance that ran from ``launch_time`` to ``end`` costs at ``price_per_hour``."""
+    return billing.billed_seconds(launch_time, end) * price_per_hour / SECONDS_PER_HOUR

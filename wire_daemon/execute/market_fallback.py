@@ -1,0 +1,143 @@
+"""Spot launches that fall back to on-demand when the spot market fails us.
+
+``SpotFallback`` wraps any ``Cloud`` (a provider behind its guard, or the
+emulated site). A spot launch that the cloud refuses for capacity
+(``InsufficientInstanceCapacity`` and its kin) is made on-demand instead, and
+so are that type's spot launches for a back-off period after it, or after
+``interruptions_to_back_off`` reclaims of the type within ``window_s``: a
+type the market keeps taking back is not worth its discount. What a peer
+does (Karpenter falls back the same way); what it saves is measured in the
+market study.
+
+An interruption is a spot instance that left the cloud's listing without us
+terminating it. It is recorded per type, published on the journal, and
+counted for the back-off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from wire_daemon.core.errors import CloudCapacityError
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.journal import Journal, Notice
+from wire_daemon.core.pricing import Market
+from wire_daemon.ports import Cloud
+
+
+@dataclass(frozen=True)
+class FallbackRule:
+    back_off_s: float = 900.0  # spot launches of a type stay on-demand this long
+    interruptions_to_back_off: int = 2  # reclaims of one type within the window that start a back-off
+    window_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class SpotInterrupted(Notice):
+    """The cloud reclaimed one of our spot instances."""
+
+    instance_id: str = ""
+    instance_type: str = ""
+
+
+@dataclass(frozen=True)
+class SpotBackOff(Notice):
+    """Spot launches of a type go on-demand until ``until``."""
+
+    instance_type: str = ""
+    until: float = 0.0
+
+
+@dataclass
+class _Ledger:
+    interruptions: dict[str, list[float]] = field(default_factory=dict)  # type -> reclaim times
+    backed_off_until: dict[str, float] = field(default_factory=dict)  # type -> end of its back-off
+
+
+class SpotFallback:
+    """A ``Cloud`` whose spot launches fall back to on-demand; it counts interruptions."""
+
+    def __init__(self, cloud: Cloud, clock: Callable[[], float], journal: Journal, rule: FallbackRule) -> None:
+        self.cloud = cloud
+        self.clock = clock
+        self.journal = journal
+        self.rule = rule
+        self.ledger = _Ledger()
+        self._spot: dict[str, str] = {}  # live spot instance -> its type
+        self._ours_ended: set[str] = set()
+
+    @property
+    def slots_per_instance(self) -> int:
+        return self.cloud.slots_per_instance
+
+    @property
+    def interruptions(self) -> int:
+        return sum(len(times) for times in self.ledger.interruptions.values())
+
+    def list_instances(self, include_unusable: bool = False) -> Sequence[Instance]:
+        listed = self.cloud.list_instances(include_unusable)
+        self._notice_reclaims({i.instance_id for i in listed})
+        self._spot.update({i.instance_id: i.instance_type for i in listed if i.market is Market.SPOT})
+        return listed
+
+    def find_request(self, request_id: str) -> Sequence[Instance]:
+        return self.cloud.find_request(request_id)
+
+    def launch(
+        self, count: int, request_id: str | None = None, *, instance_type: str = "", market: Market = Market.ON_DEMAND
+    ) -> Sequence[Instance]:
+        if market is not Market.SPOT:
+            return self._launch(count, request_id, instance_type, Market.ON_DEMAND)
+        if self.backed_off(instance_type):
+            return self._launch(count, request_id, instance_type, Market.ON_DEMAND)
+        try:
+            return self._launch(count, request_id, instance_type, Market.SPOT)
+        except CloudCapacityError as short:
+            made = [i for i in short.partial if isinstance(i, Instance)]
+            self._back_off(instance_type, f"spot capacity error: {short.detail}")
+            rest = count - len(made)
+            fallback_id = f"{request_id}-od" if request_id else None
+            return [*made, *self._launch(rest, fallback_id, instance_type, Market.ON_DEMAND)] if rest > 0 else made
+
+    def terminate(self, instance_ids: Sequence[str]) -> Sequence[str]:
+        ended = self.cloud.terminate(instance_ids)
+        self._ours_ended.update(ended)
+        return ended
+
+    def backed_off(self, instance_type: str) -> bool:
+        return self.ledger.backed_off_until.get(instance_type, float("-inf")) > self.clock()
+
+    def _launch(self, count: int, request_id: str | None, instance_type: str, market: Market) -> Sequence[Instance]:
+        made = self.cloud.launch(count, request_id, instance_type=instance_type, market=market)
+        self._spot.update({i.instance_id: i.instance_type for i in made if i.market is Market.SPOT})
+        return made
+
+    def _notice_reclaims(self, live: set[str]) -> None:
+        now = self.clock()
+        for instance_id in [i for i in self._spot if i not in live]:
+            kind = self._spot.pop(instance_id)
+            if instance_id in self._ours_ended:
+                continue
+            times = [t for t in self.ledger.interruptions.get(kind, []) if t > now - self.rule.window_s]
+            times.append(now)
+            self.ledger.interruptions[kind] = times
+            self.journal.publish(
+                SpotInterrupted(
+                    f"spot interruption: {instance_id} ({kind or 'default type'}) reclaimed", instance_id, kind
+                )
+            )
+            if len(times) >= self.rule.interruptions_to_back_off:
+                self._back_off(kind, f"{len(times)} reclaims within {self.rule.window_s / 60:.0f} min")
+
+    def _back_off(self, instance_type: str, why: str) -> None:
+        until = self.clock() + self.rule.back_off_s
+        self.ledger.backed_off_until[instance_type] = until
+        name = instance_type or "default type"
+        self.journal.publish(
+            SpotBackOff(
+                f"spot back-off: {name} launches on-demand for {self.rule.back_off_s / 60:.0f} min ({why})",
+                instance_type,
+                until,
+            )
+        )

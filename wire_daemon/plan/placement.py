@@ -1,0 +1,181 @@
+"""Which market each launch buys: spot where rework is cheap, on-demand where it is not.
+
+A workflow is a DAG, and that is what no spot tool knows. A reclaimed spot
+instance loses the work its running tasks had done (Condor reruns them from
+the start), so what a reclaim costs depends on the tasks it carries: a wide
+stage of short tasks loses seconds, a long task on the critical path loses
+hours and delays the whole workflow. ``MarketPlacement`` decorates any
+policy that predicts: for each instance its decision launches, it looks at
+the tasks that instance would take (the queue's next tasks past the free
+slots, ``slots_per_instance`` per instance) and buys spot when
+
+    ratio x m(d)  +  critical x P(reclaim within d) x late_weight  <  1
+
+in units of the on-demand price of the same work, where
+
+* ``d`` is the longest predicted remaining time among those tasks;
+* ``m(d) = (exp(l d) - 1) / (l d)`` is how much longer work of length d
+  takes on capacity reclaimed at rate l, each reclaim restarting it from zero
+  (the expected completion time of a restart-from-zero job, over d);
+* a task is *critical* when its remaining time plus the longest chain of
+  stages after it reaches ``CRITICAL_SHARE`` of the longest such path left;
+* ``late_weight = max_instances x (d / 2 + lag) / d``: a reclaim delays a
+  critical chain by about half the task plus a launch lag, and lateness is
+  priced at the full pool's price, as the default policy prices it.
+
+With ``steering.market: spot`` every launch buys spot; with ``on-demand``
+this decorator is not used. The rate l is learned: ``ReclaimRate`` starts from
+``steering.spot_interruptions_per_hour`` as if it had watched
+``PRIOR_SPOT_HOURS`` spot instance-hours, and adds every spot instance-hour
+and every reclaim it sees (a spot instance that left the pool without this
+policy releasing it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from wire_daemon.core.config import SteeringConfig
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.pricing import Market
+from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.core.workflow import Workflow
+from wire_daemon.ports.policy import PlanResult, ScalingPolicy
+from wire_daemon.ports.prediction import Prediction
+
+CRITICAL_SHARE = 0.8
+PRIOR_SPOT_HOURS = 4.0  # how much the configured rate weighs against what is seen
+
+
+class ReclaimRate:
+    """Reclaims per spot instance-second: the configured prior, then what the pool shows."""
+
+    def __init__(self, prior_per_hour: float) -> None:
+        self.prior_per_hour = prior_per_hour
+        self.reclaims = 0
+        self.spot_seconds = 0.0
+        self._seen: dict[str, float] = {}  # live spot instance -> when last seen
+        self._released: set[str] = set()
+
+    def released(self, instance_ids: Sequence[str]) -> None:
+        self._released.update(instance_ids)
+
+    def observe(self, now: float, instances: Sequence[Instance]) -> None:
+        live = {i.instance_id for i in instances if i.market is Market.SPOT}
+        for instance_id, last in list(self._seen.items()):
+            self.spot_seconds += max(now - last, 0.0)  # a reclaimed one: up to now, a little over
+            if instance_id not in live:
+                del self._seen[instance_id]
+                self.reclaims += instance_id not in self._released
+        self._seen.update({i: now for i in live})
+
+    @property
+    def per_second(self) -> float:
+        events = self.prior_per_hour * PRIOR_SPOT_HOURS + self.reclaims
+        return events / (PRIOR_SPOT_HOURS * 3600.0 + self.spot_seconds)
+
+
+def rework_factor(d: float, rate_per_s: float) -> float:
+    """m(d): expected time to finish work of length d when reclaims restart it, over d."""
+    x = rate_per_s * d
+    return 1.0 if x < 1e-12 else math.expm1(x) / x
+
+
+def spot_worth(d: float, rate_per_s: float, ratio: float, critical: bool, late_weight: float) -> bool:
+    """Is spot cheaper than on-demand for work of length ``d``, rework and (if critical) delay counted?"""
+    cost = ratio * rework_factor(d, rate_per_s)
+    if critical:
+        cost += -math.expm1(-rate_per_s * d) * late_weight
+    return cost < 1.0
+
+
+def critical_paths(workflow: Workflow, remaining: np.ndarray, unfinished: np.ndarray) -> np.ndarray:
+    """Per task, its remaining time plus the longest chain of stages after it (NaN-free, 0 where done).
+
+    Per stage, not per task: a stage's length is its longest predicted remaining
+    task, so the walk is over the few stages, and the per-task part is one
+    vector operation whatever the workflow's size.
+    """
+    n_stages = len(workflow.stages)
+    rem = np.where(unfinished, np.nan_to_num(remaining, nan=0.0), 0.0)
+    length = np.zeros(n_stages)
+    np.maximum.at(length, workflow.stage_of, rem)
+    children: list[list[int]] = [[] for _ in range(n_stages)]
+    for stage in workflow.stages:
+        for parent in stage.predecessor_stages:
+            children[parent].append(stage.stage_id)
+    tail = np.full(n_stages, -1.0)
+
+    def after(s: int) -> float:  # the longest chain of stages after s
+        if tail[s] < 0:
+            tail[s] = max((length[c] + after(c) for c in children[s]), default=0.0)
+        return float(tail[s])
+
+    for s in range(n_stages):
+        after(s)
+    return rem + tail[workflow.stage_of]
+
+
+class MarketPlacement:
+    """Decorates a policy: each instance it launches buys spot or on-demand (see the module)."""
+
+    def __init__(self, inner: ScalingPolicy, steering: SteeringConfig) -> None:
+        self.inner = inner
+        self.config = steering
+        self.name = inner.name
+        self.rate = ReclaimRate(steering.spot_interruptions_per_hour)
+
+    def reconfigure(self, steering: SteeringConfig) -> None:
+        self.config = steering
+        self.inner.reconfigure(steering)
+
+    def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
+        self.rate.observe(now, instances)
+        result = self.inner.plan(now, state, instances, queue_order)
+        decision = result.decision
+        self.rate.released(decision.release)
+        if decision.launch <= 0:
+            return result
+        if self.config.market == "spot" or result.prediction is None:
+            decision.spot_launches = decision.launch if self.config.market == "spot" else 0
+            return result
+        decision.spot_launches = self.spot_count(state, instances, queue_order, result.prediction, decision.launch)
+        return result
+
+    def spot_count(
+        self,
+        state: RunState,
+        instances: Sequence[Instance],
+        queue_order: np.ndarray,
+        prediction: Prediction,
+        launch: int,
+    ) -> int:
+        """How many of ``launch`` new instances buy spot."""
+        config = self.config
+        remaining = prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
+        unfinished = state.status != TaskStatus.DONE
+        paths = critical_paths(state.workflow, remaining, unfinished)
+        longest = float(paths.max()) if paths.size else 0.0
+        free = sum(i.slots for i in instances) - int(np.count_nonzero(state.status == TaskStatus.RUNNING))
+        queue = np.asarray(queue_order, dtype=np.int64)[max(free, 0) :]
+        fallback = _typical(remaining, unfinished, config.interval_s)
+        rate = self.rate.per_second
+        slots = config.slots_per_instance
+        spot = 0
+        for j in range(launch):
+            carried = queue[j * slots : (j + 1) * slots]
+            d = float(np.nanmax(remaining[carried])) if carried.size else fallback
+            d = max(d, 1.0)
+            critical = bool(carried.size) and float(paths[carried].max()) >= CRITICAL_SHARE * longest
+            late_weight = config.max_instances * (d / 2 + config.interval_s) / d
+            spot += spot_worth(d, rate, config.spot_price_ratio, critical, late_weight)
+        return spot
+
+
+def _typical(remaining: np.ndarray, unfinished: np.ndarray, default: float) -> float:
+    """What an instance launched for work not yet queued is likely to run: the median remaining task."""
+    known = remaining[unfinished & np.isfinite(remaining)]
+    return float(np.median(known)) if known.size else default

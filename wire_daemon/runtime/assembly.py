@@ -1,0 +1,107 @@
+"""The one place where a scaling policy, its decorators and the MAPE loop are put together.
+
+Every loop the project runs is built here, whatever drives it: the emulated
+runtime, the submit-host runtime (again each time a workflow comes or goes)
+and a replay. The chain is always the same, innermost first:
+
+1. the policy named in the settings (``runtime.policies``), built from the
+   run state and the config sections it reads;
+2. shape-aware planning (``shape_aware``): tasks counted by what fits an
+   instance, when memory or instance types are configured, else unchanged;
+3. the operator's control (``ControlledPolicy``): pause, hold, drain-all,
+   terminate-all and the daemon's safe state override its decision. In the
+   default mode it passes the decision through untouched, so a replay, which
+   has no operator, decides exactly as the bare policy would;
+4. the MAPE loop over the world's ports; a policy that buys spot and falls
+   back (``spot_falls_back``) reaches the cloud through ``SpotFallback``.
+
+Markets come first: ``with_market`` lets the default and the other
+predicting policies choose each launch's market (``plan/placement.py``)
+when ``steering.market`` is spot or auto.
+
+A site differs only in what it hands in (``World``, the memory an instance
+has, where task shapes come from), never in how the chain is built.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from wire_daemon.core.instances import Lifecycle
+from wire_daemon.core.journal import Journal
+from wire_daemon.execute.market_fallback import FallbackRule, SpotFallback
+from wire_daemon.loop.mape import MapeLoop
+from wire_daemon.ports import Cloud, CondorControl, Observations
+from wire_daemon.ports.memory import JobSizer, TaskShapes
+from wire_daemon.ports.policy import ScalingPolicy
+from wire_daemon.runtime.control import ControlledPolicy, PoolControl
+from wire_daemon.runtime.policies import (
+    PolicyInputs,
+    make_policy,
+    policy_entry,
+    shape_aware,
+    spot_falls_back,
+    with_market,
+)
+
+
+@dataclass
+class World:
+    """What the loop talks to: one object for all three on the emulated site, three on a submit host."""
+
+    observations: Observations
+    cloud: Cloud
+    condor: CondorControl
+    clock: Callable[[], float] = time.time  # the loop's clock (back-off windows of the spot market)
+
+
+@dataclass
+class LoopOptions:
+    """How one site runs the loop; the defaults are a replay's: the mode stays auto, nobody reads the journal."""
+
+    control: PoolControl = field(default_factory=PoolControl)
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)  # shared by the loop and the operator's control
+    journal: Journal | None = None
+    joined: Callable[[str], bool] | None = None  # does HTCondor see the instance's startd? None: running is joined
+    memory: JobSizer | None = None  # the request_memory rightsizer, when it is on
+    boost: bool = True  # raise the priority of each stage's first ready tasks
+
+
+def assemble_policy(
+    policy: str, inputs: PolicyInputs, instance_memory_mib: float, shapes: TaskShapes | None, options: LoopOptions
+) -> ScalingPolicy:
+    """The named policy, choosing markets, shape-aware, under the operator's control."""
+    chosen = with_market(make_policy(policy, inputs), policy_entry(policy), inputs.steering)
+    inner = shape_aware(chosen, inputs.steering, instance_memory_mib, shapes)
+    return ControlledPolicy(inner, options.control, options.lifecycle, inputs.steering)
+
+
+def assemble_loop(
+    policy: str,
+    inputs: PolicyInputs,
+    world: World,
+    instance_memory_mib: float,
+    shapes: TaskShapes | None,
+    options: LoopOptions | None = None,
+) -> MapeLoop:
+    """A MAPE loop over ``world`` running ``policy`` wrapped as every site wraps it (module docstring)."""
+    options = options or LoopOptions()
+    journal = options.journal or Journal()
+    cloud = world.cloud
+    if spot_falls_back(policy_entry(policy), inputs.steering):
+        cloud = SpotFallback(cloud, world.clock, journal, FallbackRule())
+    return MapeLoop(
+        inputs.state,
+        world.observations,
+        cloud,
+        world.condor,
+        assemble_policy(policy, inputs, instance_memory_mib, shapes, options),
+        inputs.steering,
+        boost=options.boost,
+        journal=journal,
+        lifecycle=options.lifecycle,
+        joined=options.joined,
+        memory=options.memory,
+    )
