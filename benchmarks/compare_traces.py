@@ -120,7 +120,7 @@ def paper_config(u_min: float, time_scale: float, seed: int) -> ReplayConfig:
         charging_unit_s=u_min * 60.0, interval_s=INTERVAL_S, slots_per_instance=SLOTS, max_instances=MAX_INSTANCES
     )
     emulation = EmulationConfig(boot_lag_s=INTERVAL_S, time_scale=time_scale, seed=seed)
-    return ReplayConfig(PredictionConfig(), steering, emulation).validate()
+    return ReplayConfig(PredictionConfig(), steering, emulation)
 
 
 def run_job(job: Job, limit_s: float) -> tuple[list[Row], list[Timing]]:

@@ -12,18 +12,14 @@ of asserting:
 * ok / own error: a result (maybe with warnings), or the project's error type;
 * foreign: another exception, or a value that cannot be true (a NaN time...);
 * deaths: the process reading the input died (each input runs in a forked
-  child; the event log reader in this process, its native parser in the
-  worker process, whose contained crashes are counted apart);
+  child);
 * hangs: still reading after 30 s;
 * slowest: the longest wall time one input took, and what it gave; most CPU:
   the most CPU time one input took in the process that read it (a machine
-  loaded by other work inflates the first, not the second; the event log
-  reader's CPU is not counted: its parsing is in the worker process).
+  loaded by other work inflates the first, not the second).
 
-A last row checks the screen against the library: every mutated event the
-screen lets through must be read by htcondor2 at once (no error, no crash,
-under half a second); its "own error" column counts the events the screen
-stopped. Exit status 1 if anything failed.
+Exit status 1 if anything failed. The event parser against htcondor2's own
+reader, event by event: ``WIRE_FUZZ_EXAMPLES=N pytest tests/monitor/test_eventparse.py``.
 """
 
 from __future__ import annotations
@@ -117,32 +113,6 @@ def fuzz_reader(harness: Any, name: str, examples: int, rng_seed: int) -> Tally:
     return tally
 
 
-def fuzz_screen(harness: Any, examples: int, rng_seed: int) -> Tally:
-    """Mutated events through the screen; those it passes through the library (the isolated worker)."""
-    from wire_daemon.monitor.eventparse import shared_parser
-
-    tally = Tally("screen vs library (events)")
-    start = time.perf_counter()
-
-    def record(data: bytes) -> None:
-        event = harness.screened_event(data)
-        if event is None:
-            tally.add("error", 0.0)  # screened out: the reader's own warning, no library call
-            return
-        (parsed,) = shared_parser().parse([event])
-        if parsed.lost:
-            tally.add("death", parsed.seconds, f"worker lost ({parsed.error}) on {event[:300]!r}")
-        elif parsed.error or not parsed.events or parsed.seconds > 0.5:
-            tally.add("foreign", parsed.seconds, f"library: {parsed.error} ({parsed.seconds:.2f} s) on {event[:300]!r}")
-        else:
-            tally.add("ok", parsed.seconds)
-
-    run = seed(rng_seed)(_settings(examples)(given(harness.mangled(harness.EVENTS))(record)))
-    run()
-    tally.seconds = time.perf_counter() - start
-    return tally
-
-
 def _settings(examples: int) -> settings:
     return settings(
         max_examples=examples,
@@ -162,25 +132,16 @@ def main() -> int:
 
     logging.disable(logging.WARNING)  # the readers warn on nearly every input: counted, not printed
     harness = _load_harness()
-    from wire_daemon.monitor.eventparse import shared_parser
-
-    shared_parser().parse([harness._SUBMIT])  # start the worker first: its start-up is not an input's time
-
     names = [n for n in args.readers.split(",") if n] or sorted(harness.READERS)
     tallies = []
     for name in names:
         tallies.append(fuzz_reader(harness, name, args.examples, args.seed))
         print(f"{name}: done ({tallies[-1].seconds:.0f} s)", file=sys.stderr)
-    if not args.readers:
-        tallies.append(fuzz_screen(harness, args.examples, args.seed))
-    worker = shared_parser()
     report = {
         "examples_per_reader": args.examples,
         "seed": args.seed,
         "python": platform.python_version(),
         "machine": f"{platform.system()} {platform.machine()}",
-        "worker_starts": worker.starts,
-        "worker_crashes_contained": worker.lost,
         "readers": [t.row() for t in tallies],
     }
     if args.json:
@@ -203,11 +164,6 @@ def _print_table(report: dict[str, Any]) -> None:
             f"| {r['reader']} | {r['inputs']:,} | {r['ok']:,} | {r['own_error']:,} | {r['foreign']} | "
             f"{r['deaths']} | {r['hangs']} | {slowest} | {cpu} | {r['wall_s']:.0f} s |"
         )
-    print()
-    print(
-        f"event parser worker: {report['worker_starts']} start(s), "
-        f"{report['worker_crashes_contained']} crash(es) contained"
-    )
     for r in report["readers"]:
         for failure in r["failures"]:
             print(f"FAILED {r['reader']}: {failure}")

@@ -1226,7 +1226,6 @@ def build_live(
 ) -> LiveEmulation:
     """A site for ``workflow`` and a freshly created submit dir in ``out_dir``."""
     config = config or EmulationConfig()
-    config.validate()
     site = EmulatedSite(workflow, config, slots_per_instance, Billing(charging_unit_s))
     writer = SubmitDirWriter(workflow, out_dir, options).create()
     return LiveEmulation(site, writer)

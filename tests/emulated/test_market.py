@@ -138,3 +138,22 @@ def test_an_emulation_config_storm_lands_inside_the_critical_path_and_depends_on
     times = {spot_market(workflow, replace(config, seed=s)).storm_at_s for s in range(5)}
     assert len(times) == 5 and all(60.0 <= t <= 460.0 for t in times)
     assert spot_market(workflow, replace(config, storm=False)).storm_at_s is None
+
+
+def test_a_job_starts_on_the_market_it_prefers_when_both_have_free_slots():
+    site = _site([TaskSpec("L", "long", runtime_s=3000.0), TaskSpec("S", "short", runtime_s=30.0)])
+    (spot,) = site.launch(1, market=Market.SPOT)
+    (on_demand,) = site.launch(1, market=Market.ON_DEMAND)
+    site.prefer_market("L", Market.ON_DEMAND)
+    site.prefer_market("S", Market.SPOT)
+    site.advance_to(100.0)
+    hosts = {e.task_id: e.host for e in site.poll_events() if e.kind is EventKind.STARTED}
+    assert hosts == {"L": on_demand.instance_id, "S": spot.instance_id}
+
+
+def test_a_preference_is_a_rank_not_a_requirement():
+    site = _site([TaskSpec("L", "long", runtime_s=3000.0)])
+    (spot,) = site.launch(1, market=Market.SPOT)
+    site.prefer_market("L", Market.ON_DEMAND)  # no on-demand capacity at all: it runs on spot
+    site.advance_to(100.0)
+    assert [e.host for e in site.poll_events() if e.kind is EventKind.STARTED] == [spot.instance_id]

@@ -176,7 +176,7 @@ def test_openstack_a_lost_create_reply_with_failing_lookups_never_takes_the_pool
 
     with requests_mock.Mocker() as mocker:
         nova = ThrottledAfterLoss(mocker)
-        config = OpenStackConfig(flavor="m1.large", image_id=IMAGE_ID, network_id=NETWORK_ID, slots_per_instance=4)
+        config = OpenStackConfig(flavor="m1.large", image_id=IMAGE_ID, network_id=NETWORK_ID)
         driver = OpenStackDriver(config, ownership, "", connection(), retrier(max_attempts=3), clock=time.time)
         store = StateStore(tmp_path / "state.sqlite")
         cloud = make_guard(driver, store, SafetyConfig(max_instances=2), time.time)

@@ -3,6 +3,7 @@
 import htcondor2
 import pytest
 
+from wire_daemon.core.pricing import Market
 from wire_daemon.execute.condor_control import HTCondorControl
 
 
@@ -208,3 +209,16 @@ def test_a_node_job_is_found_by_workflow_uuid_and_node_name():
     assert queued_job_id(QueryingSchedd([]), "u-1", "n") is None
     with pytest.raises(ValueError):
         queued_job_id(schedd, 'x" || true || "', "n")  # never a constraint injection
+
+
+def test_a_market_preference_is_the_job_s_rank_reapplied_after_a_retry():
+    jobs = {"a": "3.0"}
+    control = _control(jobs)
+    control.prefer_market("a", Market.ON_DEMAND)
+    assert control.schedd.edits == [
+        (("3.0",), "Rank", 'TARGET.WireMarket =?= "on-demand"', htcondor2.TransactionFlag.NonDurable)
+    ]
+    control.prefer_market("a", Market.ON_DEMAND)  # the same wish again: a new edit only for a new wish
+    assert len(control.schedd.edits) == 2
+    jobs["a"] = "4.0"  # DAGMan retried the node
+    assert control.sync() == 1 and control.schedd.edits[-1][0] == ("4.0",)

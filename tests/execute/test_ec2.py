@@ -84,7 +84,6 @@ def ec2_config(network, aws_region) -> Ec2Config:
         security_group_ids=(network.security_group_id,),
         key_name=network.key_name,
         instance_profile=network.instance_profile,
-        slots_per_instance=3,
         extra_tags={"project": "montage"},
     )
 
@@ -92,7 +91,9 @@ def ec2_config(network, aws_region) -> Ec2Config:
 @pytest.fixture
 def driver(ec2_config, ownership, user_data, boto_client, retrier):
     def make(client=None, owner: Ownership | None = None, **policy) -> Ec2Driver:
-        return Ec2Driver(ec2_config, owner or ownership, user_data, client or boto_client(), retrier(**policy))
+        return Ec2Driver(
+            ec2_config, owner or ownership, user_data, client or boto_client(), retrier(**policy), slots_per_instance=3
+        )
 
     return make
 

@@ -19,7 +19,6 @@ def ec2_driver(network, aws_region, ownership, boto_client, retrier) -> Ec2Drive
         image_id=network.image_id,
         instance_type="c5.xlarge",
         subnet_id=network.subnet_id,
-        slots_per_instance=4,
     )
     driver = Ec2Driver(config, ownership, "#!/bin/sh\n", boto_client(), retrier())
     driver.type_slots = {"c5.4xlarge": 16}

@@ -238,7 +238,6 @@ def os_config() -> OpenStackConfig:
         network_id=NETWORK_ID,
         key_name="wire-ops",
         security_groups=("wire-workers",),
-        slots_per_instance=4,
         config_drive=True,
     )
 

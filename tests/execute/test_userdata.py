@@ -72,7 +72,7 @@ def test_execute_config_has_the_knobs_a_worker_needs():
     assert k["SLOT_TYPE_1"] == "cpus=1" and k["SLOT_TYPE_1_PARTITIONABLE"] == "False"
     assert "NUM_SLOTS" not in k and "use feature" not in k
     assert k["WirePool"] == '"montage"'
-    assert k["STARTD_ATTRS"].split() == ["$(STARTD_ATTRS)", "WirePool", "WireInstanceId"]
+    assert k["STARTD_ATTRS"].split() == ["$(STARTD_ATTRS)", "WirePool", "WireInstanceId", "WireMarket"]
     assert k["STARTD_NOCLAIM_SHUTDOWN"] == "1800"
     assert "STARTD_StartTime" in k["MASTER.DAEMON_SHUTDOWN"]
     assert k["DEFAULT_MASTER_SHUTDOWN_SCRIPT"] == "/usr/local/sbin/wire-worker-poweroff"
@@ -112,9 +112,9 @@ def test_the_admin_key_is_fetched_like_the_token_and_never_in_user_data():
     assert ADMIN_KEY_PATH not in files(user_data)
 
     with pytest.raises(ConfigError, match="admin_key_source"):
-        WorkerConfig(**{**SSM.__dict__, "admin_key": ADMIN_KEY}).validate()  # no key in user-data without opt-in
+        WorkerConfig(**{**SSM.__dict__, "admin_key": ADMIN_KEY})  # no key in user-data without opt-in
     with pytest.raises(ConfigError, match="admin_key_source is not a valid ssm"):
-        WorkerConfig(**{**SSM.__dict__, "admin_key_source": "/wire/x'$(reboot)"}).validate()
+        WorkerConfig(**{**SSM.__dict__, "admin_key_source": "/wire/x'$(reboot)"})
 
     inline = WorkerConfig(
         **{**SSM.__dict__, "token_delivery": "inline", "token_source": "", "token": TOKEN, "admin_key": ADMIN_KEY}
@@ -122,7 +122,7 @@ def test_the_admin_key_is_fetched_like_the_token_and_never_in_user_data():
     entry = files(render_user_data(inline))[ADMIN_KEY_PATH]
     assert entry["encoding"] == "b64" and entry["content"] == ADMIN_KEY and entry["permissions"] == "0600"
     with pytest.raises(ConfigError, match="base64"):
-        WorkerConfig(**{**inline.__dict__, "admin_key": "not base64!"}).validate()
+        WorkerConfig(**{**inline.__dict__, "admin_key": "not base64!"})
 
 
 def test_user_data_parses_and_installs_config_boot_script_and_dead_man_switch():
@@ -172,7 +172,7 @@ def test_barbican_delivery_on_openstack():
 
 def test_inline_token_only_with_the_explicit_opt_in():
     with pytest.raises(ConfigError, match="inline"):
-        WorkerConfig(**{**SSM.__dict__, "token": TOKEN}).validate()
+        WorkerConfig(**{**SSM.__dict__, "token": TOKEN})
 
     config = WorkerConfig(**{**SSM.__dict__, "token_delivery": "inline", "token_source": "", "token": TOKEN})
     user_data = render_user_data(config)
@@ -181,7 +181,7 @@ def test_inline_token_only_with_the_explicit_opt_in():
     assert "TOKEN_DELIVERY='inline'" in render_boot_script(config)
 
     with pytest.raises(ConfigError, match="IDTOKEN"):
-        WorkerConfig(**{**SSM.__dict__, "token_delivery": "inline", "token_source": ""}).validate()
+        WorkerConfig(**{**SSM.__dict__, "token_delivery": "inline", "token_source": ""})
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ def test_bad_worker_config_is_a_clear_error(change):
 
 def test_ssm_is_not_an_openstack_delivery():
     with pytest.raises(ConfigError, match="openstack"):
-        WorkerConfig(**{**BARBICAN.__dict__, "token_delivery": "ssm", "token_source": "/wire/x"}).validate()
+        WorkerConfig(**{**BARBICAN.__dict__, "token_delivery": "ssm", "token_source": "/wire/x"})
 
 
 @pytest.mark.slow

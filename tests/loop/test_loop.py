@@ -5,6 +5,7 @@ import numpy as np
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig, SteeringConfig
 from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.site import EmulatedSite
@@ -21,6 +22,9 @@ class RecordingCondor:
 
     def retire_instance(self, instance_id):
         self.calls.append(("retire", instance_id))
+
+    def prefer_market(self, task_id, market):
+        self.calls.append((task_id, market))
 
 
 def _state():
@@ -105,3 +109,32 @@ def test_vectorised_boost_and_queue_order_match_the_one_by_one_scan():
             assert (
                 boost.queue_order(state).tolist() == idle[np.argsort(-boost.priority_of[idle], kind="stable")].tolist()
             )
+
+
+class PlacesJobs:
+    name = "test"
+
+    def plan(self, now, state, instances, queue_order):
+        wf = state.workflow
+        markets = {wf.index_of("a0"): Market.ON_DEMAND, wf.index_of("a1"): Market.SPOT}
+        return PlanResult(SteeringDecision(0, 0), job_markets=markets)
+
+
+def test_the_loop_hands_each_queued_task_s_market_to_condor_once_per_change():
+    state, condor = _state(), RecordingCondor()
+    loop = MapeLoop(state, _NoEvents(), _NoCloud(), condor, PlacesJobs(), SteeringConfig(), boost=False)
+    loop.iterate(0.0)
+    loop.iterate(180.0)
+    assert condor.calls == [("a0", Market.ON_DEMAND), ("a1", Market.SPOT)]
+
+
+class _NoEvents:
+    def poll_events(self):
+        return []
+
+
+class _NoCloud:
+    slots_per_instance = 4
+
+    def list_instances(self, include_unusable=False):
+        return []

@@ -1,4 +1,4 @@
-"""The job event log reader (htcondor2.JobEventLog underneath) and its mapping to task events."""
+"""The job event log reader (eventparse underneath) and its mapping to task events."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ Readers whose parsing is native code in this process (libyaml, expat, the JSON
 scanner) and the pure-Python ones alike run each example in a forked child
 (``run_isolated``): a signal there is a "process death", a child still busy
 after ``HANG_S`` a hang, and Hypothesis shrinks the input like any failure.
-The event log reader runs here: its native parser already runs in a worker
-process (``eventparse``), and that containment is what is under test.
+How the event log's parser agrees with htcondor2's own reader, event by
+event, is in ``tests/monitor/test_eventparse.py``.
 
 Inputs are real files from ``tests/data`` mangled at the byte level (flips,
 deletions, duplications, truncations, insertions of hostile bits: NUL, Latin-1,
@@ -53,10 +53,7 @@ from wire_daemon.emulated.traces import load_trace
 from wire_daemon.monitor.abstract_wf import read_abstract_workflow
 from wire_daemon.monitor.braindump import read_braindump
 from wire_daemon.monitor.dag import parse_dag
-from wire_daemon.monitor.eventlog import _split_events
 from wire_daemon.monitor.eventmap import EventLogFollower
-from wire_daemon.monitor.eventparse import shared_parser
-from wire_daemon.monitor.eventscreen import ScreenError, screen
 from wire_daemon.monitor.jobstate import MAX_TIME, JobstateMapper, JobstateReader
 from wire_daemon.monitor.kickstart import read_kickstart
 from wire_daemon.monitor.problems import Problems
@@ -353,7 +350,6 @@ READERS: dict[str, Reader] = {
             _head(FIXTURES / "eventlog" / "icecube_held_aborted_job.log", 30),
             (FIXTURES / "eventlog" / "naudzyk_filetransfer_job.log").read_bytes(),
         ],
-        isolate=False,  # the native parser runs in the worker process: that is the isolation under test
         regressions=[_SUBMIT + crash + _TERMINATED for crash in NODE_EXECUTE_CRASHES]
         + [(_SUBMIT.replace(b"Job submitted", b"Job subm\xe9tted") + _TERMINATED) * 23],
         hostile=[b"014 (", b"\n...\n", b"\tUsr 0 00:00:00, Sys 0 00:00:00", b"\tPartitionable Resources :", b"Node 0"],
@@ -576,41 +572,3 @@ def test_run_isolated_reports_a_death_and_a_hang() -> None:
     finally:
         HANG_S = saved
     assert hung.status == "hang"
-
-
-# -- the screen agrees with the library -------------------------------------------------------
-
-
-def _event_seeds() -> list[bytes]:
-    out = []
-    for name in ("icecube_held_aborted_job.log", "htcondor_test_condor.log", "naudzyk_filetransfer_job.log"):
-        segments, _ = _split_events((FIXTURES / "eventlog" / name).read_bytes(), 1)
-        out += [data for _, _, data in segments]
-    return out
-
-
-EVENTS = Reader("event", "x", lambda p: [], _event_seeds(), hostile=[b"\tUsr 0 00:00:00, Sys 0 00:00:00", b"(1) "])
-
-
-def screened_event(data: bytes) -> bytes | None:
-    """The mutated event as the reader would hand it to the library, or None if screened out."""
-    segments, _ = _split_events(data if data.endswith(b"\n...\n") else data + b"\n...\n", 1)
-    if not segments:
-        return None
-    try:
-        passed = screen(segments[0][2])
-    except ScreenError:
-        return None
-    return passed.data if passed.native else None
-
-
-@_fuzz_settings(EXAMPLES * 5)
-@given(mangled(EVENTS))
-def test_every_event_the_screen_passes_is_read_by_the_library_at_once(data: bytes) -> None:
-    """So an event the library cannot read costs the screen's microseconds, not the library's second."""
-    event = screened_event(data)
-    if event is None:
-        return
-    (parsed,) = shared_parser().parse([event])
-    assert parsed.events and not parsed.error and not parsed.lost, f"{parsed.error} on {event!r}"
-    assert parsed.seconds < 0.5, f"{parsed.seconds:.2f} s on {event!r}"

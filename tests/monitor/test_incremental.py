@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Generator
 from pathlib import Path
 
 import pytest
 
 from wire_daemon.monitor.eventlog import EventLogCheckpoint, EventLogReader
 from wire_daemon.monitor.eventmap import EventLogFollower
-from wire_daemon.monitor.eventparse import InProcessParser, Parsed, ParserUnavailable
 from wire_daemon.monitor.jobstate import JobstateReader
 from wire_daemon.monitor.position import ReadPosition
 from wire_daemon.monitor.problems import Problems
@@ -167,22 +165,3 @@ def test_jobstate_log_read_in_pieces(tmp_path: Path) -> None:
     _append(log, source[1000:])
     got += resumed.read()
     assert got == whole
-
-
-def test_a_failing_parse_consumes_nothing_and_is_retried(tmp_path: Path) -> None:
-    log = tmp_path / "nodes.log"
-    log.write_bytes((EVENTLOG / "lsst_tiny_problems.nodes.log").read_bytes())
-    problems = Problems()
-
-    class Broken:
-        def parse_iter(self, events: list[bytes], deadline: float | None = None) -> Generator[Parsed, None, None]:
-            raise ParserUnavailable("the event parser process did not start (ImportError: no htcondor2)")
-
-    reader = EventLogReader(log, problems=problems, parser=Broken())
-    assert reader.read() == []
-    assert problems.messages == [
-        f"{log}:1: events not read this time (the event parser process did not start "
-        "(ImportError: no htcondor2)); will retry"
-    ]
-    reader._parser = InProcessParser()
-    assert len(reader.read()) == 20

@@ -7,7 +7,7 @@ import pytest
 
 from wire_daemon.cli.main import main
 from wire_daemon.core.billing import Billing
-from wire_daemon.core.config import EmulationConfig, PFAConfig, ReplayConfig, SteeringConfig
+from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.core.instances import Instance
@@ -16,6 +16,7 @@ from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.plan.pfa import (
     IdleTracker,
+    PFAConfig,
     PFAPolicy,
     ThroughputFeedback,
     TokenApproximator,
@@ -207,11 +208,11 @@ def test_policy_releases_an_idle_instance_at_its_unit_end_and_keeps_the_minimal_
 
 def test_config_is_validated():
     with pytest.raises(ConfigError, match="pfa.smoothing"):
-        PFAConfig(smoothing="median").validate()
+        PFAConfig(smoothing="median")
     with pytest.raises(ConfigError, match="pfa.ewma_alpha"):
-        PFAConfig(ewma_alpha=1.0).validate()
+        PFAConfig(ewma_alpha=1.0)
     with pytest.raises(ConfigError, match="pfa.ma_window"):
-        ReplayConfig(pfa=PFAConfig(ma_window=0)).validate()
+        ReplayConfig(policy_options={"pfa": PFAConfig(ma_window=0)})
 
 
 # --- replays --------------------------------------------------------------------

@@ -121,3 +121,10 @@ def test_the_reclaim_rate_is_learned_from_spot_instances_that_vanish_unreleased(
     rate.observe(HOUR, spot[2:])  # i-0 released by us, i-1 reclaimed
     assert rate.reclaims == 1 and rate.spot_seconds == pytest.approx(4 * HOUR)
     assert rate.per_second == pytest.approx((0.05 * PRIOR_SPOT_HOURS + 1) / ((PRIOR_SPOT_HOURS + 4) * HOUR))
+
+
+def test_placement_ranks_each_queued_task_s_market():
+    wf = _chain_and_fan()
+    result = MarketPlacement(_Launches(0), STEERING).plan(0.0, RunState(wf), [], _queue(wf))
+    markets = {wf.task_ids[t]: m for t, m in result.job_markets.items()}
+    assert markets["L1"] is Market.ON_DEMAND and {markets[f"S{i}"] for i in range(8)} == {Market.SPOT}

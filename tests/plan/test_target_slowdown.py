@@ -331,7 +331,7 @@ def test_of_equally_cheap_choices_a_target_above_1_launches_fewest():
 
 def test_the_target_is_validated():
     with pytest.raises(Exception, match="target_slowdown"):
-        SteeringConfig(target_slowdown=0.9).validate()
+        SteeringConfig(target_slowdown=0.9)
 
 
 # -- replays -------------------------------------------------------------------------------------
@@ -369,7 +369,7 @@ def test_wire_records_keep_their_old_fields_only(tmp_path):
 def test_many_short_tasks_make_the_pool_grow():
     # 300 half-second jobs: WIRE sees no load and stays on one instance; counting the dispatch, the pool grows.
     wf = load_trace(DATA / "traces" / "seismology-chameleon-300p-001.json.gz")
-    config = ReplayConfig(steering=SteeringConfig(charging_unit_s=60.0)).validate()
+    config = ReplayConfig(steering=SteeringConfig(charging_unit_s=60.0))
     ours = replay(wf, "target-slowdown", config)
     wire = replay(wf, "wire", config)
     assert ours.peak_instances > 1 and wire.peak_instances == 1
@@ -379,7 +379,7 @@ def test_many_short_tasks_make_the_pool_grow():
 def test_a_replay_on_a_real_trace_finishes_without_killing_work_twice():
     wf = load_trace(DATA / "srasearch-chameleon-30a-001.json")
     steering = SteeringConfig(charging_unit_s=900.0)
-    config = ReplayConfig(steering=steering, emulation=EmulationConfig(time_scale=10.0)).validate()
+    config = ReplayConfig(steering=steering, emulation=EmulationConfig(time_scale=10.0))
     result = replay(wf, "target-slowdown", config)
     full = replay(wf, "full-site", config)
     assert result.cost_units < full.cost_units

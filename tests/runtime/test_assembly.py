@@ -17,7 +17,6 @@ from wire_daemon.persist.store import StateStore
 from wire_daemon.plan.baselines import PureReactivePolicy
 from wire_daemon.plan.shapes import ShapedPolicy
 from wire_daemon.runtime import assembly, policies, replay, runtimes
-from wire_daemon.runtime import settings as settings_module
 from wire_daemon.runtime.control import ControlledPolicy, PoolControl
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings
 
@@ -72,7 +71,7 @@ def _workflow() -> Workflow:
 def test_replay_and_both_runtimes_wrap_the_policy_the_same_way(built, tmp_path):
     steering = SteeringConfig(min_instances=0, max_instances=3, instance_memory_mib=4096.0)
     replay.replay(_workflow(), "pure-reactive", ReplayConfig(steering=steering))
-    emulated = Settings(policy="pure-reactive", steering=steering, site=SiteSettings(speedup=1e6)).validate()
+    emulated = Settings(policy="pure-reactive", steering=steering, site=SiteSettings(speedup=1e6))
     runtimes.EmulatedRuntime(emulated, Journal())
     condor = replace(
         emulated,
@@ -80,7 +79,7 @@ def test_replay_and_both_runtimes_wrap_the_policy_the_same_way(built, tmp_path):
         cloud=CloudSettings(kind="ec2"),
         condor=CondorSettings(control="off", settle_s=0.0),
         safety=SafetyConfig(),
-    ).validate()
+    )
     store = StateStore(tmp_path / "state.sqlite")
     runtimes.SubmitHostRuntime(condor, store, Journal(), driver=NoCloud(), clock=lambda: EPOCH)
     store.close()
@@ -128,7 +127,7 @@ def _first_pool(monkeypatch, name: str) -> int:
 def test_a_static_pool_is_what_a_policy_declares_not_its_name(monkeypatch):
     assert _first_pool(monkeypatch, "pure-reactive") == 1  # the emulation's initial pool
     assert _first_pool(monkeypatch, replay.REFERENCE_POLICY) == 3  # full-site declares a static pool
-    static = policies.PolicyEntry(lambda i: PureReactivePolicy(i.steering), static_pool=True)
+    static = policies.Policy(lambda i: PureReactivePolicy(i.steering), static_pool=True)
     monkeypatch.setitem(policies.POLICIES, "test-static", static)
     assert _first_pool(monkeypatch, "test-static") == 3
 
@@ -149,12 +148,10 @@ def test_compare_measures_relative_time_against_the_reference_policy():
 
 
 def test_a_policy_that_reads_the_true_times_is_refused_off_the_emulated_site_by_what_it_declares(monkeypatch):
-    truthful = policies.PolicyEntry(lambda i: PureReactivePolicy(i.steering), needs_truth=True)
+    truthful = policies.Policy(lambda i: PureReactivePolicy(i.steering), needs_truth=True)
     monkeypatch.setitem(policies.POLICIES, "test-truth", truthful)
-    monkeypatch.setattr(settings_module, "POLICY_NAMES", (*policies.POLICY_NAMES, "test-truth"))
-    condor = Settings(
-        policy="test-truth", site=SiteSettings(kind="condor", submit_root="/x"), cloud=CloudSettings(kind="ec2")
-    )
     with pytest.raises(ConfigError, match="policy test-truth needs the true task times: only the emulated site"):
-        condor.validate()
-    assert Settings(policy="test-truth").validate().policy == "test-truth"  # the emulated site has them
+        Settings(
+            policy="test-truth", site=SiteSettings(kind="condor", submit_root="/x"), cloud=CloudSettings(kind="ec2")
+        )
+    assert Settings(policy="test-truth").policy == "test-truth"  # the emulated site has them

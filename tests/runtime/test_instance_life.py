@@ -28,7 +28,7 @@ def _settings(root: Path, dry_run: bool = False) -> Settings:
         steering=SteeringConfig(min_instances=0, charging_unit_s=UNIT),
         safety=SafetyConfig(dry_run=dry_run),
         policy="wire",
-    ).validate()
+    )
 
 
 class Clock:
@@ -116,7 +116,8 @@ def test_dry_run_is_swapped_in_and_out_on_reload(tmp_path):
         (real.instance_id, LifecycleState.JOINED)
     ]
 
-    runtime.reconfigure(replace(settings, safety=SafetyConfig(dry_run=False, max_instances=3)))
+    steering = replace(settings.steering, max_instances=3)
+    runtime.reconfigure(replace(settings, steering=steering, safety=SafetyConfig(dry_run=False, max_instances=3)))
     assert runtime.cloud.driver is driver and runtime.loop.cloud is runtime.cloud
     assert runtime.cloud is not provider_guard and runtime.cloud.config.max_instances == 3
     assert runtime.lifecycle.state_of(real.instance_id) == LifecycleState.JOINED

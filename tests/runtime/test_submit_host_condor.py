@@ -49,7 +49,7 @@ def _runtime(tmp_path, control: str) -> runtimes.SubmitHostRuntime:
         condor=CondorSettings(control=control, settle_s=0.0),
         steering=SteeringConfig(min_instances=0),
         safety=SafetyConfig(),
-    ).validate()
+    )
     store = StateStore(tmp_path / "state.sqlite")
     journal = Journal()
     journal.subscribe(NoticeBox())

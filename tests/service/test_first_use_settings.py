@@ -73,11 +73,12 @@ def test_the_probe_says_when_the_type_cannot_run_the_image(tmp_path, capsys, aws
 
 
 def test_an_opt_in_region_not_enabled_is_one_line():
-    from wire_daemon.execute.providers.ec2 import Ec2Config, _region_summary, _Unusable
+    from wire_daemon.execute.providers.base import Unusable
+    from wire_daemon.execute.providers.ec2 import Ec2Config, _region_summary
 
     config = Ec2Config(region="af-south-1", image_id="ami-0123456789abcdef0", instance_type="c5.large")
     reply = {"Regions": [{"RegionName": "af-south-1", "OptInStatus": "not-opted-in", "Endpoint": "ec2.x"}]}
-    with pytest.raises(_Unusable, match="af-south-1 is not enabled for this account"):
+    with pytest.raises(Unusable, match="af-south-1 is not enabled for this account"):
         _region_summary(reply, config)
 
 

@@ -15,10 +15,12 @@ import yaml
 
 from wire_daemon.cli.main import _parser, main
 from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.sections import ELSEWHERE
+from wire_daemon.execute.providers import PROVIDERS
 from wire_daemon.execute.providers.ec2 import Ec2Config
-from wire_daemon.execute.providers.openstack import OpenStackConfig
 from wire_daemon.execute.userdata import WorkerConfig
-from wire_daemon.runtime.settings import FIXED_BY, Settings, load_settings
+from wire_daemon.runtime.policies import option_sections
+from wire_daemon.runtime.settings import Settings, load_settings
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::PendingDeprecationWarning")
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,12 +47,15 @@ def _keys(cls: type, prefix: str = "") -> set[str]:
 
 
 def accepted_keys() -> set[str]:
-    keys = _keys(Settings) - {"cloud.ec2", "cloud.openstack", "cloud.worker"}
-    # The keys another setting owns (runtime/builders.py passes them as ``fixed``): refused here.
-    fixed = {"ec2": {"slots_per_instance"}, "openstack": {"slots_per_instance"}, "worker": {"cloud", "pool", "slots"}}
-    assert set().union(*fixed.values()) <= set(FIXED_BY)
-    for name, cls in (("ec2", Ec2Config), ("openstack", OpenStackConfig), ("worker", WorkerConfig)):
-        keys |= {f"cloud.{name}.{k}" for k in _keys(cls) if k not in fixed[name]}
+    keys = _keys(Settings) - {"cloud.providers", "cloud.worker", "policy_options"}
+    for key, options in option_sections().items():  # each policy's own section (pfa)
+        keys |= {f"{key}.{k}" for k in _keys(options)}
+    # The keys another setting owns (runtime/builders.py sets them): refused here.
+    fixed = {"cloud", "pool", "slots"}
+    assert fixed <= set(ELSEWHERE)
+    keys |= {f"cloud.worker.{k}" for k in _keys(WorkerConfig) if k not in fixed}
+    for name, spec in PROVIDERS.items():  # each provider's section, cloud.<name>
+        keys |= {f"cloud.{name}.{k}" for k in _keys(spec.config)}
     return keys
 
 

@@ -135,7 +135,7 @@ def test_the_submit_host_follows_workflows_by_the_names_inspect_gives(tmp_path):
         condor=CondorSettings(control="off", settle_s=0.0),
         steering=SteeringConfig(min_instances=0),
         safety=SafetyConfig(),
-    ).validate()
+    )
     store = StateStore(tmp_path / "state.sqlite")
     clock = {"t": EPOCH + 20.0}
     runtime = SubmitHostRuntime(settings, store, Journal(), driver=FakeDriver(), clock=lambda: clock["t"])

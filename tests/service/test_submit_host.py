@@ -93,7 +93,7 @@ def test_the_runtime_rebuilds_its_loop_when_a_workflow_comes_and_goes(tmp_path):
         steering=SteeringConfig(min_instances=0),
         safety=SafetyConfig(),
         policy="wire",  # the release rule checked below is WIRE's
-    ).validate()
+    )
     store = StateStore(tmp_path / "state.sqlite")
     clock = {"t": EPOCH + 20.0}
     journal, box = Journal(), NoticeBox()

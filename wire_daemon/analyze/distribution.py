@@ -208,7 +208,6 @@ class DistributionPredictor:
     """Per-stage occupancy distributions: point, mean and 90th percentile per task, with priors."""
 
     def __init__(self, workflow: Workflow, config: PredictionConfig) -> None:
-        config.validate()
         self.workflow = workflow
         self.config = config
         max_input = np.zeros(len(workflow.stages))

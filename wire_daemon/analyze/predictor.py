@@ -79,7 +79,6 @@ class OnlinePredictor:
     """The five online prediction policies with one model per stage."""
 
     def __init__(self, workflow: Workflow, config: PredictionConfig) -> None:
-        config.validate()
         self.workflow = workflow
         self.config = config
         self._stages = self._build_stages(workflow, config)

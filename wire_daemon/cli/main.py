@@ -237,7 +237,7 @@ def _replay_config(args: argparse.Namespace) -> ReplayConfig:
         spot_interruptions_per_hour=args.interruptions,
         storm=args.storm,
     )
-    return ReplayConfig(PredictionConfig(), steering, emulation).validate()
+    return ReplayConfig(PredictionConfig(), steering, emulation)
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -16,14 +16,13 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.secrets import redact
 from wire_daemon.persist.store import StateStore, no_room
-from wire_daemon.runtime.settings import Settings, check_paths, load_settings
+from wire_daemon.runtime.settings import Settings, as_file, check_paths, load_settings
 from wire_daemon.service.status import StatusReport, open_state_file, read_status
 from wire_daemon.service.status_text import render_status
 from wire_daemon.service.wording import Since, decision_line, decision_words, parse_since
@@ -123,7 +122,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             trace=overrides["trace"] or site.trace,
             speedup=overrides["speedup"] or site.speedup,
         )
-        settings = replace(settings, site=site).validate()
+        settings = replace(settings, site=site)
     return settings
 
 
@@ -151,7 +150,7 @@ def _check_config(args: argparse.Namespace) -> int:
         user_data(settings)
     check_paths(settings)
     print(f"{args.config}: OK")
-    print(json.dumps(redacted(asdict(settings)), indent=2, sort_keys=True, default=str))
+    print(json.dumps(redacted(as_file(settings)), indent=2, sort_keys=True, default=str))
     if args.probe:
         return _probe(settings)
     return 0
@@ -207,13 +206,13 @@ def _daemon_id(settings: Settings) -> str:
 
 
 def _token_reference(settings: Settings) -> Any:
+    from wire_daemon.execute.providers import provider
     from wire_daemon.execute.providers.base import TokenReference
 
     worker = settings.cloud.worker
     if not worker:
         return None
-    default = {"ec2": "ssm", "openstack": "barbican"}.get(settings.cloud.kind, "")
-    delivery = str(worker.get("token_delivery") or default)
+    delivery = str(worker.get("token_delivery") or provider(settings.cloud.kind).default_delivery)
     return TokenReference(delivery, str(worker.get("token_source", "")), str(worker.get("aws_region", "")))
 
 

@@ -30,13 +30,13 @@ import numpy as np
 
 from wire_daemon.core.errors import ConfigError
 
-EC2_NOTICE_S = 120.0
+RECLAIM_NOTICE_S = 120.0  # what EC2 gives: two minutes
 
 
 @dataclass(frozen=True)
 class SpotMarket:
     interruptions_per_hour: float = 0.0  # expected reclaims per spot instance-hour
-    notice_s: float = EC2_NOTICE_S
+    notice_s: float = RECLAIM_NOTICE_S
     storm_at_s: float | None = None  # when a storm hits (virtual seconds); None: no storm
     storm_fraction: float = 0.5
     capacity: int | None = None  # live spot instances of one type the cloud has room for; None: no limit

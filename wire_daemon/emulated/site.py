@@ -38,6 +38,10 @@ The model, and the choices made where reality offers several:
   ``spot_price_ratio`` of on-demand, and its instances are reclaimed as
   ``emulated/market.py`` models (rate, notice, storms, capacity). Money is
   each instance's price per hour times the seconds the billing rule charges.
+  A job may prefer a market (``prefer_market``, HTCondor's job Rank): while
+  spot capacity is up, a negotiation starts it on the oldest free slot of
+  that market, or on the oldest free slot when its market has none. Memory
+  negotiation (partitionable slots) does not look at markets.
 """
 
 from __future__ import annotations
@@ -139,6 +143,7 @@ class EmulatedSite:
         self.interruptions = 0  # reclaim notices received
         self.interrupted_slot_s = 0.0  # slot-seconds of work lost to reclaims (rerun from zero)
         self.capacity_failures = 0  # spot instances asked for that the market had no room for
+        self._prefer: dict[int, Market] = {}  # task -> the market its job ranks first
         self.time = 0.0
         self.true_occupancy_s, self.true_exec_s = task_times(workflow, config)
         self._rng = np.random.default_rng(config.seed)
@@ -277,6 +282,9 @@ class EmulatedSite:
             heapq.heappush(self._idle, (-priority, int(self._submit_seq[task]), task))
             self._request_negotiation()
 
+    def prefer_market(self, task_id: str, market: Market) -> None:
+        self._prefer[self.wf.index_of(task_id)] = market
+
     def retire_instance(self, instance_id: str) -> None:
         inst = self._instances.get(instance_id)
         if inst is not None:
@@ -366,6 +374,9 @@ class EmulatedSite:
         if self.memory_on:
             self._negotiate_shapes()
             return
+        if self._prefer and any(i.market is Market.SPOT for i in self._alive.values()):
+            self._negotiate_markets()
+            return
         free = self._free_slots()
         slot = next(free, None)
         while slot is not None and self._idle:
@@ -375,6 +386,28 @@ class EmulatedSite:
                 continue
             self._start_task(task, slot)
             slot = next(free, None)
+
+    def _negotiate_markets(self) -> None:
+        """Idle jobs by priority, each on the oldest free slot of the market it prefers, else the oldest free slot.
+
+        A preference is a rank, not a requirement (HTCondor's job Rank): a job
+        whose market has no free slot takes any.
+        """
+        free: dict[Market, list[tuple[int, str]]] = {m: [] for m in Market}
+        for order, inst in enumerate(self._alive.values()):
+            if not inst.draining and inst.ready_time <= self.time:
+                free[inst.market].extend((order, inst.instance_id) for _ in range(inst.slots - len(inst.running)))
+        for slots in free.values():
+            slots.reverse()  # oldest last: pop() takes it
+        while self._idle and any(free.values()):
+            neg_prio, seq, task = heapq.heappop(self._idle)
+            stale = task in self._host or self._done[task] or -neg_prio != self._priority[task]
+            if stale or seq != self._submit_seq[task]:
+                continue
+            wanted = self._prefer.get(task)
+            if wanted is None or not free[wanted]:
+                wanted = min((m for m in Market if free[m]), key=lambda m: free[m][-1][0])
+            self._start_task(task, free[wanted].pop()[1])
 
     def _free_slots(self) -> Iterator[str]:
         """Free slots, oldest instance first, one instance id per slot.

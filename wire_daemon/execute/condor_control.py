@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from wire_daemon.core.pricing import Market
+
 log = logging.getLogger(__name__)
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:@-]+$")
@@ -66,6 +68,12 @@ class _Boost:
 
 
 @dataclass
+class _Rank:
+    market: Market
+    applied_to: str | None = None  # job id the edit reached last
+
+
+@dataclass
 class _Request:
     mib: int
     applied_to: str | None = None  # job id the edit reached last
@@ -88,6 +96,7 @@ class HTCondorControl:
     errors: int = 0
     _boosts: dict[str, _Boost] = field(default_factory=dict)
     _requests: dict[str, _Request] = field(default_factory=dict)  # wanted RequestMemory per node
+    _ranks: dict[str, _Rank] = field(default_factory=dict)  # the market each node's job ranks first
 
     # -- priority hook -----------------------------------------------------
 
@@ -96,14 +105,38 @@ class HTCondorControl:
         self._apply(task_id)
 
     def sync(self) -> int:
-        """Re-apply wanted priorities and memory requests to nodes whose job id changed (DAGMan retries)."""
+        """Re-apply wanted priorities, ranks and memory requests to nodes whose job id changed (DAGMan retries)."""
         boosts = sum(self._apply(task_id) for task_id in list(self._boosts))
-        return boosts + sum(self._apply_request(task_id) for task_id in list(self._requests))
+        ranks = sum(self._apply_rank(task_id) for task_id in list(self._ranks))
+        return boosts + ranks + sum(self._apply_request(task_id) for task_id in list(self._requests))
 
     def forget(self, task_id: str) -> None:
         """The node is done: stop tracking it."""
         self._boosts.pop(task_id, None)
         self._requests.pop(task_id, None)
+        self._ranks.pop(task_id, None)
+
+    # -- market placement ----------------------------------------------------
+
+    def prefer_market(self, task_id: str, market: Market) -> None:
+        """Rank slots of ``market`` first for the node's job: workers advertise ``WireMarket`` (their boot
+        reads it from the metadata service); a job whose market has no free slot still runs elsewhere."""
+        self._ranks[task_id] = _Rank(market)
+        self._apply_rank(task_id)
+
+    def _apply_rank(self, task_id: str) -> bool:
+        rank = self._ranks[task_id]
+        job_id = self.job_id_of(task_id)
+        if job_id is None or job_id == rank.applied_to:
+            return False
+        try:
+            self.schedd.edit([job_id], "Rank", f'TARGET.WireMarket =?= "{rank.market.value}"', flags=_non_durable())
+        except Exception as exc:  # the bindings raise HTCondorException and friends
+            self.errors += 1
+            log.warning("could not set the Rank of %s (job %s): %s", task_id, job_id, exc)
+            return False
+        rank.applied_to = job_id
+        return True
 
     def _apply(self, task_id: str) -> bool:
         boost = self._boosts[task_id]
@@ -316,6 +349,9 @@ class LoggedCondorControl:
 
     def retire_instance(self, instance_id: str) -> None:
         self.notes.append(f"condor control off: would drain {instance_id}")
+
+    def prefer_market(self, task_id: str, market: Market) -> None:
+        self.notes.append(f"condor control off: would rank {market} slots first for {task_id}")
 
     def request_memory_mib(self, task_id: str) -> float | None:
         return None  # no schedd to read: the rightsizer leaves every job as it is

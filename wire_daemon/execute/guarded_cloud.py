@@ -46,10 +46,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Annotated, NamedTuple, Protocol, runtime_checkable
 
 from wire_daemon.core.billing import Billing
-from wire_daemon.core.errors import CloudError, ConfigError, WireError
+from wire_daemon.core.errors import CloudError, WireError
 from wire_daemon.core.instances import (
     LIVE_STATES,
     UNUSABLE_STATES,
@@ -61,6 +61,7 @@ from wire_daemon.core.instances import (
 )
 from wire_daemon.core.journal import Journal, Notice, back_off, cloud_error, limit_hit
 from wire_daemon.core.pricing import Market
+from wire_daemon.core.sections import AtLeastZero, Positive, section
 from wire_daemon.execute.providers.base import LEASE_RENEW_S, LEASE_TTL_S, Lease, Ownership
 from wire_daemon.persist.recorder import StoreRecorder
 from wire_daemon.persist.store import InstanceRecord, LaunchRequest, StateStore
@@ -73,28 +74,17 @@ log = logging.getLogger(__name__)
 REQUEST_VISIBLE_S = 300.0
 
 
-@dataclass(frozen=True)
+@section("safety")
 class SafetyConfig:
-    max_instances: int = 12
-    max_launches_per_interval: int = 4
-    budget_units_per_hour: float | None = None  # charging units started per rolling hour
+    max_instances: Annotated[int, AtLeastZero] = 12
+    max_launches_per_interval: Annotated[int, AtLeastZero] = 4
+    budget_units_per_hour: Annotated[float | None, AtLeastZero] = None  # charging units started per rolling hour
     dry_run: bool = False
-    join_timeout_s: float = 900.0  # an instance not in the pool by then is a failure
-    died_young_s: float = 600.0  # an instance gone sooner than this (not by us) is a failure
+    join_timeout_s: Annotated[float, Positive] = 900.0  # an instance not in the pool by then is a failure
+    died_young_s: Annotated[float, Positive] = 600.0  # an instance gone sooner than this (not by us) is a failure
     terminate_unjoined: bool = True
-    backoff_initial_s: float = 300.0
-    backoff_max_s: float = 3600.0
-
-    def validate(self) -> SafetyConfig:
-        for key in ("max_instances", "max_launches_per_interval"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"safety.{key} must be >= 0 (got {getattr(self, key)!r})")
-        if self.budget_units_per_hour is not None and not self.budget_units_per_hour >= 0:  # NaN too
-            raise ConfigError(f"safety.budget_units_per_hour must be >= 0 (got {self.budget_units_per_hour!r})")
-        for key in ("join_timeout_s", "died_young_s", "backoff_initial_s", "backoff_max_s"):
-            if not getattr(self, key) > 0:
-                raise ConfigError(f"safety.{key} must be > 0 (got {getattr(self, key)!r})")
-        return self
+    backoff_initial_s: Annotated[float, Positive] = 300.0
+    backoff_max_s: Annotated[float, Positive] = 3600.0
 
 
 class PoolInUseError(WireError):
@@ -150,7 +140,7 @@ class GuardedCloud:
     ) -> None:
         self.driver = driver
         self.store = store
-        self.config = config.validate()
+        self.config = config
         self.billing = billing
         self.clock = clock
         self.journal = journal or Journal()

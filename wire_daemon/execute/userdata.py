@@ -24,14 +24,19 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import field
 from functools import partial
 from pathlib import Path
+from typing import Annotated
 
 import yaml
+from pydantic import Field
 
+from wire_daemon.core.config import SLOTS_PER_INSTANCE
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.secrets import looks_like_secret, shown
+from wire_daemon.core.sections import AtLeastOne, AtLeastZero, check, one_of, section
+from wire_daemon.execute.providers import PROVIDERS, provider
 from wire_daemon.execute.providers.base import check_name
 
 EXECUTE_TEMPLATE = "wire-execute.conf.in"
@@ -43,12 +48,6 @@ TOKEN_PATH = "/etc/condor/tokens.d/wire-pool"
 ADMIN_KEY_NAME = "WIRE_WORKERS"
 ADMIN_KEY_PATH = f"/etc/condor/passwords.d/{ADMIN_KEY_NAME}"
 ADMIN_IDENTITY = "wire-daemon"  # the daemon's identity on workers: wire-daemon@<TRUST_DOMAIN>
-
-DELIVERIES = {
-    "ec2": ("ssm", "secretsmanager", "file", "inline"),
-    "openstack": ("barbican", "file", "inline"),
-}
-DEFAULT_DELIVERY = {"ec2": "ssm", "openstack": "barbican"}
 
 # Every value that reaches the boot script sits between single quotes there, so
 # none may hold a quote, a newline or a shell-active character beyond these.
@@ -83,102 +82,111 @@ _INLINE_ADMIN_KEY_ENTRY = """\
     content: {key}"""
 
 
-@dataclass(frozen=True)
+@section("cloud.worker")
 class WorkerConfig:
-    cloud: str  # "ec2" | "openstack"
+    """``cloud.worker``; its cloud, pool and slots are cloud.kind, cloud.pool and the instance type's slots."""
+
+    cloud: Annotated[str, one_of(*PROVIDERS)]  # the provider (cloud.kind)
     pool: str  # advertised as WirePool; the same as the driver's Ownership.pool
     condor_host: str  # the central manager, host[:port]
-    slots: int = 4  # static slots per worker (the daemon plans with this many)
-    slot_mode: str = "static"  # "static" | "partitionable"
-    token_delivery: str = ""  # empty: ssm on EC2, barbican on OpenStack
+    slots: Annotated[int, AtLeastOne] = SLOTS_PER_INSTANCE  # slots per worker (the daemon plans with this many)
+    slot_mode: Annotated[str, one_of("static", "partitionable")] = "static"
+    token_delivery: str = ""  # empty: the cloud's default (its provider's first delivery)
     token_source: str = ""  # SSM parameter / Secrets Manager secret / Barbican secret href / path on the worker
-    token: str = ""  # the IDTOKEN itself: only with token_delivery "inline"
+    token: str = field(default="", repr=False)  # the IDTOKEN itself: only with token_delivery "inline"
     # The workers' administration key (WIRE_WORKERS), base64, fetched like the token from this source; empty: the
     # daemon cannot drain the workers (see docs/cloud.md, "Retiring a worker").
     admin_key_source: str = ""
-    admin_key: str = ""  # the key itself (base64): only with token_delivery "inline"
+    admin_key: str = field(default="", repr=False)  # the key itself (base64): only with token_delivery "inline"
     trust_domain: str = ""  # the pool's TRUST_DOMAIN (its tokens' issuer); empty: HTCondor's default, condor_host
-    max_job_retirement_s: int = 86400  # MAXJOBRETIREMENTTIME: how long a drain lets a running job finish
+    # MAXJOBRETIREMENTTIME: how long a drain lets a running job finish
+    max_job_retirement_s: Annotated[int, AtLeastZero] = 86400
     aws_region: str = ""  # for the token fetch; empty: the worker's own region
-    os_credentials_file: str = "/etc/wire-worker/openstack.env"  # in the image, for barbican
+    # In the image, for barbican: the application credential's file; empty: the cloud's default.
+    os_credentials_file: str = ""
     block_metadata_for_jobs: bool = True  # iptables: only root may reach 169.254.169.254 after boot
-    idle_shutdown_s: int = 1800  # STARTD_NOCLAIM_SHUTDOWN; keep it >= the charging unit
-    failure_poweroff_min: int = 10  # a worker whose boot script failed powers off after this
+    idle_shutdown_s: Annotated[int, Field(ge=60)] = 1800  # STARTD_NOCLAIM_SHUTDOWN; keep it >= the charging unit
+    failure_poweroff_min: Annotated[int, AtLeastOne] = 10  # a worker whose boot script failed powers off after this
     extra_config: tuple[str, ...] = ()  # more HTCondor config lines, appended
 
     @property
     def delivery(self) -> str:
-        return self.token_delivery or DEFAULT_DELIVERY.get(self.cloud, "")
+        return self.token_delivery or provider(self.cloud).default_delivery
 
-    def validate(self) -> WorkerConfig:
-        if self.cloud not in DELIVERIES:
-            raise ConfigError(f"worker.cloud must be 'ec2' or 'openstack' (got {self.cloud!r})")
-        check_name("worker.pool", self.pool)
-        if not _HOST.match(self.condor_host):
-            raise ConfigError(
-                f"worker.condor_host must be a host name or address with an optional :port (got {self.condor_host!r})"
-            )
-        if self.slots < 1:
-            raise ConfigError(f"worker.slots must be >= 1 (got {self.slots!r})")
-        if self.slot_mode not in ("static", "partitionable"):
-            raise ConfigError(f"worker.slot_mode must be 'static' or 'partitionable' (got {self.slot_mode!r})")
-        if self.idle_shutdown_s < 60:
-            raise ConfigError(f"worker.idle_shutdown_s must be >= 60 (got {self.idle_shutdown_s!r})")
-        if self.failure_poweroff_min < 1:
-            raise ConfigError(f"worker.failure_poweroff_min must be >= 1 (got {self.failure_poweroff_min!r})")
-        if not _REGION.match(self.aws_region):
-            raise ConfigError(f"worker.aws_region is not a region name (got {self.aws_region!r})")
-        if not _PATH.match(self.os_credentials_file):
-            raise ConfigError("worker.os_credentials_file must be an absolute path of letters, digits and ._/-")
-        if any("\n" in line for line in self.extra_config):
-            raise ConfigError("worker.extra_config takes one HTCondor config line per item")
-        if not _TRUST_DOMAIN.match(self.trust_domain):
-            raise ConfigError(f"worker.trust_domain must be letters, digits and ._:- (got {self.trust_domain!r})")
-        if self.max_job_retirement_s < 0:
-            raise ConfigError(f"worker.max_job_retirement_s must be >= 0 (got {self.max_job_retirement_s!r})")
-        self._validate_token()
-        return self
+    @property
+    def credentials_file(self) -> str:
+        return self.os_credentials_file or provider(self.cloud).worker_defaults.get("os_credentials_file", "")
 
-    def _validate_token(self) -> None:
+    def __post_init__(self) -> None:
+        check_name("cloud.worker.pool", self.pool)
+        check(
+            bool(_HOST.match(self.condor_host)),
+            "cloud.worker.condor_host must be a host name or address with an optional :port "
+            f"(got {self.condor_host!r})",
+        )
+        check(
+            bool(_REGION.match(self.aws_region)),
+            f"cloud.worker.aws_region is not a region name (got {self.aws_region!r})",
+        )
+        check(
+            not self.os_credentials_file or bool(_PATH.match(self.os_credentials_file)),
+            "cloud.worker.os_credentials_file must be an absolute path of letters, digits and ._/-",
+        )
+        check(
+            not any("\n" in line for line in self.extra_config),
+            "cloud.worker.extra_config takes one HTCondor config line per item",
+        )
+        check(
+            bool(_TRUST_DOMAIN.match(self.trust_domain)),
+            f"cloud.worker.trust_domain must be letters, digits and ._:- (got {self.trust_domain!r})",
+        )
+        self._check_token()
+
+    def _check_token(self) -> None:
         delivery = self.delivery
+        deliveries = provider(self.cloud).deliveries
         for name in ("token_source", "admin_key_source"):
-            if looks_like_secret(getattr(self, name)):
-                # Pasted by mistake, it would be rendered into user-data and printed: refuse it, and never echo it.
-                raise ConfigError(
-                    f"worker.{name} looks like a secret itself, not a reference to where one is kept "
-                    "(an SSM parameter or Secrets Manager name or ARN, a Barbican href, a path on the worker); "
-                    "the value is not shown"
-                )
-        if delivery not in DELIVERIES[self.cloud]:
-            raise ConfigError(
-                f"worker.token_delivery {delivery!r} does not work on {self.cloud}; "
-                f"use one of {', '.join(DELIVERIES[self.cloud])}"
+            # Pasted by mistake, it would be rendered into user-data and printed: refuse it, and never echo it.
+            check(
+                not looks_like_secret(getattr(self, name)),
+                f"cloud.worker.{name} looks like a secret itself, not a reference to where one is kept "
+                "(an SSM parameter or Secrets Manager name or ARN, a Barbican href, a path on the worker); "
+                "the value is not shown",
             )
+        check(
+            delivery in deliveries,
+            f"cloud.worker.token_delivery {delivery!r} does not work on {self.cloud}; "
+            f"use one of {', '.join(deliveries)}",
+        )
         if delivery == "inline":
-            if not _TOKEN.match(self.token):
-                raise ConfigError("worker.token must hold the pool's IDTOKEN when token_delivery is 'inline'")
-            if self.admin_key and not _BASE64.match(self.admin_key):
-                raise ConfigError("worker.admin_key must be the workers' administration key file, base64-encoded")
-            if self.admin_key_source:
-                raise ConfigError(
-                    "worker.admin_key_source is not used with token_delivery 'inline': set worker.admin_key"
-                )
+            check(
+                bool(_TOKEN.match(self.token)),
+                "cloud.worker.token must hold the pool's IDTOKEN when token_delivery is 'inline'",
+            )
+            check(
+                not self.admin_key or bool(_BASE64.match(self.admin_key)),
+                "cloud.worker.admin_key must be the workers' administration key file, base64-encoded",
+            )
+            check(
+                not self.admin_key_source,
+                "cloud.worker.admin_key_source is not used with token_delivery 'inline': set cloud.worker.admin_key",
+            )
             return
-        if self.token or self.admin_key:
-            # Never let a secret slip into user-data without the explicit opt-in.
-            name, source = ("token", "token_source") if self.token else ("admin_key", "admin_key_source")
-            raise ConfigError(
-                f"worker.{name} is only used with token_delivery 'inline' (unsafe); "
-                f"with {delivery!r} set worker.{source} instead"
-            )
-        if not _SOURCE_FORMS[delivery].match(self.token_source):
-            raise ConfigError(
-                f"worker.token_source is not a valid {delivery} reference (got {shown(self.token_source)})"
-            )
-        if self.admin_key_source and not _SOURCE_FORMS[delivery].match(self.admin_key_source):
-            raise ConfigError(
-                f"worker.admin_key_source is not a valid {delivery} reference (got {shown(self.admin_key_source)})"
-            )
+        # Never let a secret slip into user-data without the explicit opt-in.
+        name, source = ("token", "token_source") if self.token else ("admin_key", "admin_key_source")
+        check(
+            not (self.token or self.admin_key),
+            f"cloud.worker.{name} is only used with token_delivery 'inline' (unsafe); "
+            f"with {delivery!r} set cloud.worker.{source} instead",
+        )
+        check(
+            bool(_SOURCE_FORMS[delivery].match(self.token_source)),
+            f"cloud.worker.token_source is not a valid {delivery} reference (got {shown(self.token_source)})",
+        )
+        check(
+            not self.admin_key_source or bool(_SOURCE_FORMS[delivery].match(self.admin_key_source)),
+            f"cloud.worker.admin_key_source is not a valid {delivery} reference (got {shown(self.admin_key_source)})",
+        )
 
 
 def default_template_dir() -> Path:
@@ -255,7 +263,6 @@ def slot_config(config: WorkerConfig) -> str:
 
 def render_execute_config(config: WorkerConfig, template_dir: Path | None = None) -> str:
     """The HTCondor config snippet for /etc/condor/config.d/."""
-    config.validate()
     values = {
         "CONDOR_HOST": config.condor_host,
         "SLOT_CONFIG": slot_config(config),
@@ -271,7 +278,6 @@ def render_execute_config(config: WorkerConfig, template_dir: Path | None = None
 
 
 def render_boot_script(config: WorkerConfig, template_dir: Path | None = None) -> str:
-    config.validate()
     values = {
         "CLOUD": config.cloud,
         "TOKEN_DELIVERY": config.delivery,
@@ -279,7 +285,7 @@ def render_boot_script(config: WorkerConfig, template_dir: Path | None = None) -
         "ADMIN_KEY_SOURCE": config.admin_key_source,
         "ADMIN_KEY_PATH": ADMIN_KEY_PATH,
         "AWS_REGION": config.aws_region,
-        "OS_CREDENTIALS_FILE": config.os_credentials_file,
+        "OS_CREDENTIALS_FILE": config.credentials_file,
         "BLOCK_METADATA": "yes" if config.block_metadata_for_jobs else "no",
         "FAILURE_POWEROFF_MIN": str(config.failure_poweroff_min),
     }
@@ -288,7 +294,6 @@ def render_boot_script(config: WorkerConfig, template_dir: Path | None = None) -
 
 def render_user_data(config: WorkerConfig, template_dir: Path | None = None) -> str:
     """The whole ``#cloud-config`` user-data for one worker (the same for every worker of the pool)."""
-    config.validate()
     inline = inline_key = ""
     if config.delivery == "inline":
         inline = _INLINE_TOKEN_ENTRY.format(path=TOKEN_PATH, token=config.token)

@@ -174,6 +174,7 @@ class MapeLoop:
         self.policy = policy
         self.steering = steering
         self.boost = PriorityBoost(state, steering.boost_first_tasks if boost else 0, steering.boost_priority)
+        self._job_market: dict[int, Market] = {}  # the market each task was last asked to start on
         self.last_plan: PlanResult | None = None
         # Drained instance -> its termination time; published (InstanceReleased), so a state file keeps it.
         self.pending_releases: dict[str, float] = {}
@@ -201,10 +202,18 @@ class MapeLoop:
         for instance_id in decision.release:
             self._release(now, instance_id, decision.release_at.get(instance_id, now))
         self.release_due(now)
+        self._place_jobs(plan.job_markets)
         boosted = self.boost.apply(self.state, self.condor)
         if boosted:
             self.journal.publish(TasksBoosted(now, tuple(boosted), self.boost.priority))
         return self._record(now, plan, len(instances), launched, len(boosted), decision_s)
+
+    def _place_jobs(self, markets: dict[int, Market]) -> None:
+        """Ask Condor to start each queued task on the market the plan chose for it (once per change)."""
+        for task, market in markets.items():
+            if self._job_market.get(task) is not market and self.state.status[task] == TaskStatus.IDLE:
+                self.condor.prefer_market(self.state.workflow.task_ids[task], market)
+                self._job_market[task] = market
 
     def next_release(self) -> float | None:
         if self.frozen:

@@ -3,8 +3,8 @@
 * ``dag`` -- the DAGMan ``.dag`` (nodes, edges, retries, sub-DAGs, splices, rescue DAGs);
 * ``submit_file`` -- a node's ``.sub``; ``submit_dir`` -- the ``Workflow`` of a submit dir;
 * ``abstract_wf`` -- input sizes from the Pegasus abstract workflow and replica catalogs;
-* ``eventlog`` / ``eventtime`` -- the job event log through htcondor2; ``eventscreen`` -- what
-  htcondor2 may see of it; ``eventparse`` -- htcondor2 in a worker process; ``eventmap`` -- its
+* ``eventlog`` -- the job event log, read incrementally; ``eventparse`` -- one event, parsed
+  with the grammar of HTCondor's own reader; ``eventtime`` -- its stamp; ``eventmap`` -- its
   events as ``TaskEvent``s (``EventLogFollower``);
 * ``kickstart`` -- pegasus-kickstart records; ``jobstate`` -- jobstate.log; ``braindump``;
   ``yamlio`` -- YAML with a shape check before the C loader;

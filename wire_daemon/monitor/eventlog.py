@@ -1,31 +1,13 @@
 """Incremental reader of an HTCondor job event log (``<wf>-0.log``, ``*.dag.nodes.log``).
 
-Parsing is done by the real library, ``htcondor2.JobEventLog`` (pip package
-``htcondor``), but only on events that passed a screen, and never in this
-process. What we add around it, and why:
+Events are parsed by ``eventparse``, the native reader's grammar in Python, in
+this process (why not the ``htcondor2`` library itself: see ``eventparse`` and
+``docs/monitor.md``). What the reader adds around it, and why:
 
 * **Framing.** An event ends with a line ``...``. Each call reads the bytes
   appended since the saved position (``position.AppendedReader``) and cuts them
   after the last ``...`` line. A half-written last event stays on disk for the
-  next call. We do not point JobEventLog at the live file: with htcondor 25.14
-  a half-written last event makes its iterator sleep a whole second per call,
-  and an event header cut after its first bytes is consumed and the log then
-  yields nothing more.
-* **Screening** (``eventscreen``). Each event is checked against what the
-  library's reader insists on, in microseconds, before the library sees it:
-  bytes (no NUL or control byte, a header line the library can hold, bytes that
-  are not UTF-8 replaced by ``?``), a well-formed header, and for the event
-  types we read the body of (``eventscreen.NATIVE_TYPES``) the lines that
-  type's reader requires. An event that fails gives one warning (file, line,
-  byte offset) and is skipped; the library would have crashed on it, or slept
-  a second before rejecting it. Events of other types are taken from their
-  header alone (type, job, time): the library never reads them.
-* **Isolation** (``eventparse``). The library runs in a worker process. An
-  event that crashes or hangs it anyway costs one warning and that event; the
-  worker is started again for the next ones. With ``parser=`` a caller may
-  pass another parser (``eventparse.InProcessParser`` for measurements).
-  If no worker can run, nothing is consumed and the call warns; the next call
-  tries again.
+  next call.
 * **Bounded calls.** A call stops parsing after ``read_budget_s`` and returns
   what it has; the position is committed after the last event handled, so the
   next call goes on from there.
@@ -35,46 +17,57 @@ process. What we add around it, and why:
   no event is read twice.
 * **Bad events.** A stretch between two ``...`` lines with no event header line
   is skipped with a warning, and so are junk lines before a header. An event
-  the library rejects gives one warning and is skipped; a value out of range (a
-  memory size beyond an exbibyte, a return value beyond 32 bits) gives one
-  warning and the event goes on without it. One read gives at most 100 such
-  warnings, then one line counting the rest (``problems.Limited``).
+  that does not parse gives one warning (file, line, byte offset) and is
+  skipped; a value out of range (a memory size beyond an exbibyte, a return
+  value beyond 32 bits) gives one warning and the event goes on without it.
+  One read gives at most 100 such warnings, then one line counting the rest
+  (``problems.Limited``).
+* **NUL gaps.** A run of NUL bytes (a sparse file, or blocks a crash left
+  unwritten) is skipped whatever its length, with one warning naming the byte
+  range; the events after it are read. A run longer than what one call reads
+  is measured on the file itself, block by block and jumping over holes
+  (``SEEK_DATA``), never held in memory.
+* **Impossible times.** An event dated more than ``FUTURE_SLACK_S`` after the
+  clock, more than ``PAST_SLACK_S`` before the first event of its log, or
+  before ``EARLIEST_EVENT`` is refused with a warning naming its place: one
+  event dated 2099 must not steer the pool (see ``TimeBounds``).
 * **Times**: see ``eventtime`` (year-less stamps, UTC stamps, sub-seconds).
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
 import re
+import stat
 import time
-from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
 
 import htcondor2
 
-from wire_daemon.monitor.eventparse import DAG_NODE_NAME, Parsed, ParserUnavailable, shared_parser
-from wire_daemon.monitor.eventscreen import Screened, ScreenError, screen
+from wire_daemon.monitor.eventparse import EventFormatError, ParsedEvent, parse_event
 from wire_daemon.monitor.eventtime import TimeFormatError, YearGuess, event_time
-from wire_daemon.monitor.position import AppendedReader, Chunk, ReadPosition
+from wire_daemon.monitor.position import TAIL_BYTES, AppendedReader, Chunk, ReadPosition
 from wire_daemon.monitor.problems import Limited, Problems
 
 # An event ends with a line "..." (CRLF tolerated); the header starts the next one.
 _END = re.compile(rb"(?:^|\n)\.\.\.\r?\n")
-_HEADER = re.compile(rb"(?m)^[0-9]{3} \(")  # where an event starts (eventscreen checks the rest)
-_DAG_NODE = re.compile(r"DAG Node:\s*(\S+)")
-_MIB = 1 << 20
-_KIB = 1 << 10
-_MAX_BYTES = 1 << 60  # memory sizes beyond an exbibyte are corrupt values
-_MAX_INT32 = 2**31 - 1
+_HEADER = re.compile(rb"(?m)^[0-9]{3} \(")  # where an event starts (eventparse checks the rest)
+_HEADER_AFTER_GAP = re.compile(rb"[\r\n]*[0-9]{3} \(")  # an event header right after a NUL run
 DEFAULT_READ_BUDGET_S = 30.0
+_BUDGET_EVERY = 256  # events parsed between two looks at the clock
+_SCAN_BLOCK = 1 << 20  # bytes looked at per read while measuring a NUL run
+_MIN_TAIL_GAP = 16  # NUL bytes that end what was read and follow other bytes: a gap from this many on
+_TAIL_GAP = b"\0" * _MIN_TAIL_GAP
+_MAX_GAPS_PER_READ = 4  # NUL runs skipped past the chunk end in one call (each reads on after it)
 
-
-class EventParser(Protocol):
-    """What parses screened events (``eventparse.IsolatedParser``, ``InProcessParser``)."""
-
-    def parse_iter(self, events: list[bytes], deadline: float | None = None) -> Generator[Parsed, None, None]: ...
+FUTURE_SLACK_S = 24 * 3600.0
+PAST_SLACK_S = 24 * 3600.0
+EARLIEST_EVENT = datetime(2000, 1, 1, tzinfo=UTC).timestamp()
 
 
 @dataclass(frozen=True)
@@ -99,17 +92,62 @@ class LogEvent:
 
 @dataclass
 class EventLogCheckpoint:
-    """What a reader needs to resume: read position and the year guess of yearless logs."""
+    """What a reader needs to resume: read position, the year guess of yearless logs, the log's first time."""
 
     position: ReadPosition = field(default_factory=ReadPosition)
     years: YearGuess = field(default_factory=YearGuess)
+    first_time: float = 0.0  # time of the log's first accepted event (0: none yet)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"position": self.position.to_dict(), "years": self.years.to_dict()}
+        return {"position": self.position.to_dict(), "years": self.years.to_dict(), "first_time": self.first_time}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EventLogCheckpoint:
-        return cls(ReadPosition.from_dict(data.get("position", {})), YearGuess.from_dict(data.get("years", {})))
+        first = data.get("first_time", 0.0)
+        return cls(
+            ReadPosition.from_dict(data.get("position", {})),
+            YearGuess.from_dict(data.get("years", {})),
+            float(first) if isinstance(first, (int, float)) and not isinstance(first, bool) else 0.0,
+        )
+
+
+@dataclass
+class TimeBounds:
+    """Which event times can be true, for one log.
+
+    Thresholds (ours): an event may not be dated more than ``FUTURE_SLACK_S``
+    (a day) after the clock -- a day covers a writer in another time zone and
+    clock steps, and nothing can be logged before it happens; nor more than
+    ``PAST_SLACK_S`` (a day) before the first event of its log -- a log is
+    written in time order, events of different jobs a few seconds apart, and
+    a local clock that steps back at the end of summer time moves an hour;
+    nor before ``EARLIEST_EVENT`` (2000-01-01 UTC) -- what a clock reset to
+    the epoch gives, and no log the daemon reads is that old. The first event
+    is checked against the clock and the floor only; a refused event never
+    becomes the first. Stamps without a year (``MM/DD``) are not checked
+    against the first event: their year is our guess (``eventtime.YearGuess``),
+    which on purpose puts a stamp written late, across New Year, up to half a
+    year before its neighbours.
+    """
+
+    clock: Callable[[], float] = time.time
+    first: float = 0.0
+
+    def why_impossible(self, when: float, yearless: bool = False) -> str | None:
+        now = self.clock()
+        if when > now + FUTURE_SLACK_S:
+            return f"more than {FUTURE_SLACK_S / 3600:g} h after the clock ({_iso(now)})"
+        if when < EARLIEST_EVENT:
+            return f"before {_iso(EARLIEST_EVENT)}"
+        if self.first and not yearless and when < self.first - PAST_SLACK_S:
+            return f"more than {PAST_SLACK_S / 3600:g} h before the log's first event ({_iso(self.first)})"
+        if not self.first:
+            self.first = when
+        return None
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class EventLogReader:
@@ -121,76 +159,83 @@ class EventLogReader:
         checkpoint: EventLogCheckpoint | None = None,
         problems: Problems | None = None,
         year_reference: float | None = None,
-        parser: EventParser | None = None,
         read_budget_s: float | None = DEFAULT_READ_BUDGET_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         checkpoint = checkpoint or EventLogCheckpoint()
         self.path = os.fspath(path)
         self.problems = problems or Problems()
         self._bytes = AppendedReader(self.path, checkpoint.position, self.problems)
         self._years = YearGuess(checkpoint.years.year, checkpoint.years.last)
+        self._bounds = TimeBounds(clock, checkpoint.first_time)
         self._year_reference = year_reference
-        self._parser = parser
         self.read_budget_s = read_budget_s
         self.pending_bytes = 0  # bytes not consumed yet: a half-written event, or what the budget left
         self.events_read = 0
-        self.events_skipped = 0  # events given up on (screened out, rejected or lost by the library)
+        self.events_skipped = 0  # events given up on (unparseable, or an impossible time)
 
     def checkpoint(self) -> EventLogCheckpoint:
-        return EventLogCheckpoint(self._bytes.position, YearGuess(self._years.year, self._years.last))
+        years = YearGuess(self._years.year, self._years.last)
+        return EventLogCheckpoint(self._bytes.position, years, self._bounds.first)
 
     def read(self) -> list[LogEvent]:
-        chunk = self._bytes.read()
-        if chunk is None:
-            return []
         deadline = None if self.read_budget_s is None else time.monotonic() + self.read_budget_s
+        events: list[LogEvent] = []
         with Limited(self.problems) as warn:  # a log of a million bad events: a hundred warnings and a count
-            try:
-                events, consumed = self._parse(chunk, deadline, warn)
-            except ParserUnavailable as exc:  # raised before any event is converted: nothing consumed
-                warn.warn(self.path, f"events not read this time ({exc}); will retry", chunk.start.line + 1)
-                events, consumed = [], 0
-        self._bytes.commit(chunk, consumed)
-        self.pending_bytes = len(chunk.data) - consumed
+            for _ in range(_MAX_GAPS_PER_READ):
+                if not self._read_chunk(deadline, warn, events):
+                    break
         self.events_read += len(events)
         return events
 
+    def _read_chunk(self, deadline: float | None, warn: Limited, events: list[LogEvent]) -> bool:
+        """Read and parse one chunk; whether a NUL run reached its end (read on after the run).
+
+        One chunk at a time: it is released before the next is read, so a read never holds two."""
+        chunk = self._bytes.read()
+        if chunk is None:
+            return False
+        consumed, stopped = self._parse(chunk, deadline, warn, events)
+        gap = None if stopped else self._nul_gap(chunk, consumed, warn)
+        chunk_end = chunk.start.offset + len(chunk.data)
+        if gap is not None:
+            consumed = min(gap[0], chunk_end) - chunk.start.offset
+        self._bytes.commit(chunk, consumed)
+        self.pending_bytes = len(chunk.data) - consumed
+        if gap is None or gap[0] < chunk_end:
+            return False
+        if gap[0] > chunk_end:  # the run went on past this chunk: resume after it
+            position = self._bytes.position
+            self._bytes.position = replace(position, offset=gap[0], size=max(position.size, gap[0]), tail_crc=gap[1])
+        return True
+
     # -- internals ------------------------------------------------------------
 
-    def _parse(self, chunk: Chunk, deadline: float | None, warn: Limited) -> tuple[list[LogEvent], int]:
-        """The events of the complete segments, and how many bytes of the chunk they used up."""
-        items: list[tuple[int, int, Screened]] = []  # line, offset in the chunk, the screened event
-        complete = 0
-        for line, start, end in _segments(chunk.data, chunk.start.line + 1):  # lazily: junk costs no memory
-            complete = end
-            item = self._screen(chunk, line, start, chunk.data[start:end], warn)
-            if item is not None:
-                items.append(item)
-        native = [screened.data for _, _, screened in items if screened.native]
+    def _parse(self, chunk: Chunk, deadline: float | None, warn: Limited, out: list[LogEvent]) -> tuple[int, bool]:
+        """Append the events of the complete segments to ``out``; how many bytes of the chunk they used
+        up, and whether the budget stopped the parse."""
         reference = self._year_reference if self._year_reference is not None else chunk.mtime
-        events: list[LogEvent] = []
-        with contextlib.closing(self._native_parser().parse_iter(native, deadline)) as answers:
-            for line, offset, screened in items:
-                if screened.native:
-                    try:
-                        answer = next(answers, None)
-                    except ParserUnavailable:
-                        if not events and offset == items[0][1]:
-                            raise  # nothing consumed: the caller warns and reads it all again
-                        answer = None
-                    if answer is None:  # the budget ran out, or the parser went away: go on from here
-                        return events, offset
-                    event = self._from_library(answer, screened, line, chunk.start.offset + offset, reference, warn)
-                else:
-                    event = self._from_header(screened, line, chunk.start.offset + offset, reference, warn)
-                if event is not None:
-                    events.append(event)
-        return events, complete
+        complete = 0
+        for count, (line, start, end) in enumerate(_segments(chunk.data, chunk.start.line + 1)):
+            if count % _BUDGET_EVERY == 0 and count and _past(deadline):
+                return complete, True
+            complete = end
+            event = self._event(chunk, line, start, chunk.data[start:end], reference, warn)
+            if event is not None:
+                out.append(event)
+        return complete, False
 
-    def _screen(
-        self, chunk: Chunk, line: int, offset: int, data: bytes, warn: Limited
-    ) -> tuple[int, int, Screened] | None:
+    def _event(
+        self, chunk: Chunk, line: int, offset: int, data: bytes, reference: float, warn: Limited
+    ) -> LogEvent | None:
         at = chunk.start.offset + offset
+        cut = data.rfind(b"\0") + 1
+        if cut and _HEADER_AFTER_GAP.match(data, cut):  # NUL bytes, then an event: a gap, not a bad event
+            first = data.index(b"\0")
+            warn.warn(self.path, f"bytes {at + first} to {at + cut} skipped: NUL bytes", _place(line, at))
+            line += data.count(b"\n", 0, cut)
+            at += cut
+            data = data[cut:]
         header = _HEADER.search(data)
         if header is None:
             if data.strip(b"\r\n.\t "):
@@ -200,64 +245,106 @@ class EventLogReader:
             if data[: header.start()].strip():
                 self._skip(warn, "junk before an event header skipped", line, at, count=False)
             line += data.count(b"\n", 0, header.start())
-            offset += header.start()
             at += header.start()
             data = data[header.start() :]
         try:
-            screened = screen(data)
-        except ScreenError as exc:
+            parsed = parse_event(data)
+        except EventFormatError as exc:
             self._skip(warn, f"job event skipped: {exc}", line, at)
             return None
-        if screened.repaired:
+        if parsed.repaired:
             warn.warn(self.path, "bytes that are not UTF-8 read as '?'", _place(line, at))
-        return line, offset, screened
+        return self._log_event(parsed, line, at, reference, warn)
+
+    def _log_event(
+        self, parsed: ParsedEvent, line: int, offset: int, reference: float, warn: Limited
+    ) -> LogEvent | None:
+        try:
+            kind = _type_name(parsed.number)
+            when = event_time(parsed.event_time, parsed.yearless, self._years, reference)
+        except (TimeFormatError, ValueError) as exc:
+            self._skip(warn, f"job event skipped: {exc}", line, offset)
+            return None
+        why = self._bounds.why_impossible(when, parsed.yearless)
+        if why:
+            self._skip(warn, f"{kind} event dated {_iso(when)} refused: {why}", line, offset)
+            return None
+        for name in parsed.out_of_range:
+            warn.warn(self.path, f"{kind} event: {name} out of range; ignored", _place(line, offset))
+        return LogEvent(kind, parsed.cluster, parsed.proc, when, line, **parsed.details)
 
     def _skip(self, warn: Limited, message: str, line: int, offset: int, count: bool = True) -> None:
         self.events_skipped += count
         warn.warn(self.path, message, _place(line, offset))
 
-    def _native_parser(self) -> EventParser:
-        if self._parser is None:
-            self._parser = shared_parser()
-        return self._parser
+    def _nul_gap(self, chunk: Chunk, consumed: int, warn: Limited) -> tuple[int, int] | None:
+        """Skip the unconsumed bytes through their last NUL run, if it is a gap: (end offset, tail CRC).
 
-    def _from_library(
-        self, answer: Parsed, screened: Screened, line: int, offset: int, reference: float, warn: Limited
-    ) -> LogEvent | None:
-        if not answer.events:
-            self._skip(warn, f"unreadable job event skipped ({answer.error or 'no event'})", line, offset)
+        A gap is a run of NUL bytes followed by an event header, or one that reaches the end of what
+        was read (all of the unconsumed bytes, or at least ``_MIN_TAIL_GAP`` of them): a sparse hole or
+        blocks a crash left unwritten. No event holds a NUL byte, so what precedes the run can never
+        complete into one. A run that reaches the end of the chunk is followed on the file to its end
+        (the CRC is of the bytes before that end, for the read position; 0 when it ends inside the
+        chunk). A stray NUL in other bytes is no gap: they wait, as any unfinished event does."""
+        data = chunk.data
+        last = data.rfind(b"\0", consumed)  # no copy: a chunk may be the whole read size of NULs
+        if last < 0:
             return None
-        raw = answer.events[0]
-        try:
-            kind = _type_name(raw.get("EventTypeNumber"))
-            when = event_time(raw, screened.yearless, self._years, reference)
-        except (TimeFormatError, ValueError, KeyError, TypeError) as exc:
-            self._skip(warn, f"job event skipped: {exc}", line, offset)
+        if last < len(data) - 1:
+            if not _HEADER_AFTER_GAP.match(data, last + 1):
+                return None
+        elif not (data.endswith(_TAIL_GAP) or data.count(b"\0", consumed) == len(data) - consumed):
             return None
-        cluster, proc = _int(raw.get("Cluster")), _int(raw.get("Proc"))
-        details = _details(kind, raw)
-        for name in [k for k, v in details.items() if v is _OUT_OF_RANGE]:
-            warn.warn(self.path, f"{kind} event: {name} out of range; ignored", _place(line, offset))
-            details[name] = None
-        return LogEvent(
-            type=kind,
-            cluster=-1 if cluster is None else cluster,
-            proc=-1 if proc is None else proc,
-            time=when,
-            line=line,
-            **details,
-        )
+        begin = chunk.start.offset + consumed
+        end, tail = chunk.start.offset + last + 1, 0
+        if last == len(data) - 1:
+            end, tail = _nul_run_end(self.path, end)
+        line = chunk.start.line + 1 + data.count(b"\n", 0, consumed)
+        what = "NUL bytes" if data[consumed] == 0 else "an unfinished event and NUL bytes"
+        warn.warn(self.path, f"bytes {begin} to {end} skipped: {what} (a sparse or damaged log)", _place(line, begin))
+        return end, tail
 
-    def _from_header(
-        self, screened: Screened, line: int, offset: int, reference: float, warn: Limited
-    ) -> LogEvent | None:
-        try:
-            kind = _type_name(screened.number)
-            when = event_time({"EventTime": screened.event_time}, screened.yearless, self._years, reference)
-        except (TimeFormatError, ValueError) as exc:
-            self._skip(warn, f"job event skipped: {exc}", line, offset)
-            return None
-        return LogEvent(type=kind, cluster=screened.cluster, proc=screened.proc, time=when, line=line)
+
+def _nul_run_end(path: str, offset: int) -> tuple[int, int]:
+    """Where the NUL run that reaches ``offset`` ends on the file, and the CRC of the (up to) 64 bytes
+    before that end. Reads a block at a time and jumps over holes; a file that cannot be read now
+    ends the run at ``offset`` (the next read goes on from there)."""
+    try:
+        fd = _open_log(path)
+    except OSError:
+        return offset, 0
+    try:
+        end = offset
+        while True:
+            try:
+                data_at = os.lseek(fd, end, os.SEEK_DATA)  # a hole reads as NULs: jump over it
+            except OSError as exc:  # ENXIO: nothing but a hole after ``end``; else no SEEK_DATA here: read on
+                data_at = max(end, os.fstat(fd).st_size) if exc.errno == errno.ENXIO else end
+            block = os.pread(fd, _SCAN_BLOCK, data_at)
+            if not block:
+                end = max(end, data_at)
+                break
+            kept = len(block.lstrip(b"\0"))
+            end = data_at + len(block) - kept
+            if kept:
+                break
+        start = max(0, end - TAIL_BYTES)
+        return end, zlib.crc32(os.pread(fd, end - start, start))
+    finally:
+        os.close(fd)
+
+
+def _open_log(path: str) -> int:
+    """A descriptor on the log, for reading; only a regular file, and the open never blocks."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path}: not a regular file")
+    return fd
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
 
 
 def _place(line: int, offset: int) -> str:
@@ -265,125 +352,15 @@ def _place(line: int, offset: int) -> str:
     return f"{line} (byte {offset})"
 
 
+# The names the daemon knows the event types by are htcondor2's.
 _TYPE_NAMES = {int(t.value): str(t.name) for t in htcondor2.JobEventType}
 
 
-def _type_name(number: Any) -> str:
-    if isinstance(number, bool) or not isinstance(number, int):
-        raise ValueError(f"no event type number ({number!r})")
+def _type_name(number: int) -> str:
     name = _TYPE_NAMES.get(number)
     if name is None:
         raise ValueError(f"unknown event type {number:03d}")
     return name
-
-
-_OUT_OF_RANGE: Any = object()  # a value read but beyond what it can mean (warned about, then None)
-
-
-def _details(kind: str, raw: Any) -> dict[str, Any]:
-    extract = _EXTRACTORS.get(kind)
-    return extract(raw) if extract else {}
-
-
-def _submit(raw: Any) -> dict[str, Any]:
-    return {"node": _dag_node(raw)}
-
-
-def _execute(raw: Any) -> dict[str, Any]:
-    return {"host": _str(raw.get("ExecuteHost"))}
-
-
-def _terminated(raw: Any) -> dict[str, Any]:
-    normal = raw.get("TerminatedNormally")
-    out: dict[str, Any] = {"memory_bytes": _memory(raw)}
-    if normal is False:
-        out["signal"] = _int32(raw.get("TerminatedBySignal"))
-    else:
-        out["return_value"] = _int32(raw.get("ReturnValue"))
-    return out
-
-
-def _image_size(raw: Any) -> dict[str, Any]:
-    return {"memory_bytes": _memory(raw)}
-
-
-def _held(raw: Any) -> dict[str, Any]:
-    return {
-        "reason": _str(raw.get("HoldReason")),
-        "hold_code": _int32(raw.get("HoldReasonCode")),
-        "hold_subcode": _int32(raw.get("HoldReasonSubCode")),
-    }
-
-
-def _reason(key: str) -> Any:
-    return lambda raw: {"reason": _str(raw.get(key))}
-
-
-def _disconnect(raw: Any) -> dict[str, Any]:
-    return {"host": _str(raw.get("StartdAddr")), "reason": _str(raw.get("Reason") or raw.get("DisconnectReason"))}
-
-
-def _file_transfer(raw: Any) -> dict[str, Any]:
-    code = _int(raw.get("Type"))
-    try:
-        name = htcondor2.FileTransferEventType(code).name if code is not None else None
-    except ValueError:
-        name = None
-    return {"transfer": name, "host": _str(raw.get("Host"))}
-
-
-_EXTRACTORS = {
-    "SUBMIT": _submit,
-    "EXECUTE": _execute,
-    "JOB_TERMINATED": _terminated,
-    "IMAGE_SIZE": _image_size,
-    "JOB_HELD": _held,
-    "JOB_ABORTED": _reason("Reason"),
-    "SHADOW_EXCEPTION": _reason("Message"),
-    "JOB_RECONNECT_FAILED": _disconnect,
-    "JOB_DISCONNECTED": _disconnect,
-    "FILE_TRANSFER": _file_transfer,
-}
-
-
-def _dag_node(raw: Any) -> str | None:
-    name = raw.get(DAG_NODE_NAME)  # from the submit event's StructuredNotes (HTCondor 23+)
-    if isinstance(name, str) and name:
-        return name
-    match = _DAG_NODE.search(_str(raw.get("LogNotes")) or "")
-    return match.group(1) if match else None
-
-
-def _memory(raw: Any) -> Any:
-    """Resident memory in bytes: ResidentSetSize (KiB) if given, else MemoryUsage (MiB)."""
-    rss = _int(raw.get("ResidentSetSize"))
-    if rss is not None and rss > 0:
-        return rss * _KIB if rss * _KIB <= _MAX_BYTES else _OUT_OF_RANGE
-    usage = _int(raw.get("MemoryUsage"))
-    if usage is None or usage <= 0:
-        return None
-    return usage * _MIB if usage * _MIB <= _MAX_BYTES else _OUT_OF_RANGE
-
-
-def _int32(value: Any) -> Any:
-    number = _int(value)
-    if number is not None and abs(number) > _MAX_INT32:
-        return _OUT_OF_RANGE
-    return number
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _segments(data: bytes, first_line: int) -> Iterator[tuple[int, int, int]]:

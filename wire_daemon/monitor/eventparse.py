@@ -1,599 +1,507 @@
-"""Run htcondor2's job event parser where its crashes and stalls cannot reach the daemon.
+"""Parse one job event of an HTCondor job event log: the grammar of the native reader, in Python.
 
-``JobEventLog`` is native code. Some malformed events crash it (htcondor 25.14:
-a ``014`` node-execute event carrying a NUL byte, or cut after ``Node 0``,
-dereferences a null pointer), and every event it cannot parse costs a
-one-second sleep (its reader assumes a writer may still be busy, waits and
-tries again). ``eventscreen`` keeps the events we know it cannot take away from
-it; this module contains whatever is left:
+The daemon reads the job event log with this parser alone. It follows what
+HTCondor's own reader (``condor_event.cpp``/``read_user_log.cpp``, 25.x)
+requires and takes from each event, line by line, for the event types whose
+body the daemon uses (``NATIVE_TYPES``); what the native reader would reject
+is rejected here too, with one line saying why. Why not the native reader
+(``htcondor2.JobEventLog``) itself: it crashes the process on some malformed
+events (a ``014`` event carrying a NUL byte, or cut after ``Node 0``,
+dereferences a null pointer) and sleeps a second on every event it cannot
+parse, so it could only run in a child process, behind a screen of this same
+grammar; measured on the real logs and the fuzz corpus, this parser gives the
+same events, in the daemon's process, without the child
+(``benchmarks/eventlog_paths.py``; ``docs/monitor.md``). htcondor2 still names
+the event types (``JobEventType``) and is the reference the tests compare
+this parser with, event by event.
 
-* **A child process.** ``IsolatedParser`` hands events to a worker process
-  (``python -c ... worker_main()``), started on first use and shared by every
-  reader of the process. The worker imports only the standard library and
-  htcondor2. If it dies while parsing an event (a signal, a non-zero exit),
-  that one event is reported as lost and the worker is started again for the
-  events after it. If it makes no progress on one event for ``event_budget_s``
-  (2 s: longer than the library's own one-second retry, so only a real hang is
-  cut short), it is killed and the event is reported the same way.
-  A worker killed from outside (SIGTERM, SIGKILL: a service stop, the OOM
-  killer) is not blamed on the event: the call raises ``ParserUnavailable``
-  and the reader reads the same bytes again at its next call.
-* **One event at a time.** The worker appends the events one by one to an
-  anonymous in-memory file (``memfd_create``; no file is ever created on disk,
-  so a crash leaves nothing behind) and asks the library for what each append
-  produced. Every answer therefore belongs to exactly one event: a bad event
-  never shifts the attribution of the events after it.
-* **Plain data back.** Answers are JSON lines carrying only the event
-  attributes the daemon reads (strings, numbers, booleans), never pickles: a
-  worker whose memory the parser corrupted cannot make the daemon run code.
+Per event (the bytes from the header line through the ``...`` line):
 
-``InProcessParser`` does the same work in the calling process (for
-measurements, and as the reference the isolation is compared against). Both
-return one ``Parsed`` per event given, in order.
+* **Bytes.** At most ``MAX_EVENT_BYTES``; no NUL or other control byte but tab,
+  CR and LF; a header line shorter than the native reader's 1,024-byte header
+  buffer. Bytes that are not UTF-8 are replaced by ``?`` (one warning: a hold
+  reason in Latin-1 should not cost the event).
+* **Header.** ``NNN (cluster.proc.subproc) date time text``, with a date the
+  native reader reads (``MM/DD`` or ``YYYY-MM-DD``, ``T`` or a space, optional
+  sub-seconds and ``Z``) and in range.
+* **Body, for the event types the daemon uses** (``NATIVE_TYPES``): the lines
+  each type's reader insists on (``Job terminated.``, the termination line, the
+  four usage lines, ...), with the same leniency as its ``sscanf`` calls, and
+  the values the daemon reads (``ParsedEvent.details``).
+* **Other types** (checkpoints, node events of parallel jobs, DAGMan's
+  post-script events, ...) carry nothing the daemon uses but their type, job
+  and time: those come from the header alone. A malformed body of such an
+  event costs nothing and is not reported.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import json
-import os
-import select
-import signal
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-from collections import deque
-from collections.abc import Generator, Sequence
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from datetime import datetime, timedelta
+from typing import Any
 
-# The event attributes the daemon reads (see eventlog._EXTRACTORS); the worker sends only these.
-WANTED_ATTRIBUTES = (
-    "EventTypeNumber",
-    "Cluster",
-    "Proc",
-    "EventTime",
-    "LogNotes",
-    "ExecuteHost",
-    "TerminatedNormally",
-    "TerminatedBySignal",
-    "ReturnValue",
-    "ResidentSetSize",
-    "MemoryUsage",
-    "HoldReason",
-    "HoldReasonCode",
-    "HoldReasonSubCode",
-    "Reason",
-    "Message",
-    "StartdAddr",
-    "DisconnectReason",
-    "Type",
-    "Host",
+MAX_EVENT_BYTES = 1 << 20
+MAX_HEADER_BYTES = 1000  # the native reader reads the header line into a 1,024-byte buffer
+_INT_MAX = 2**31 - 1
+_Check = Callable[[str, list[str]], "str | None"]
+
+# Event types whose body the daemon reads (see eventlog._EXTRACTORS), by number.
+NATIVE_TYPES = {
+    0: "SUBMIT",
+    1: "EXECUTE",
+    4: "JOB_EVICTED",
+    5: "JOB_TERMINATED",
+    6: "IMAGE_SIZE",
+    7: "SHADOW_EXCEPTION",
+    9: "JOB_ABORTED",
+    12: "JOB_HELD",
+    13: "JOB_RELEASED",
+    22: "JOB_DISCONNECTED",
+    24: "JOB_RECONNECT_FAILED",
+    40: "FILE_TRANSFER",
+}
+
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+# A line longer than the native reader's 512-byte synchronisation buffer that ends in "..." would be
+# taken for the end of the event half-way through it.
+_LONG_SYNC = re.compile(rb"(?m)^[^\n]{500,}\.\.\.\r?\n(?=.)", re.DOTALL)
+_TIME = r"([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,6})?(Z?)"
+_HEADER = re.compile(
+    r"([0-9]{3}) \((-?[0-9]{1,10})\.(-?[0-9]{1,10})\.(-?[0-9]{1,10})\) "
+    r"(?:([0-9]{2})/([0-9]{2}) " + _TIME + r"|([0-9]{4})-([0-9]{2})-([0-9]{2})[ T]" + _TIME + r") (.*)",
+    re.ASCII | re.DOTALL,
 )
-DAG_NODE_NAME = "DAGNodeName"  # taken out of the submit event's StructuredNotes ClassAd
-_WANTED = frozenset(WANTED_ATTRIBUTES)
-
-DEFAULT_EVENT_BUDGET_S = 2.0
-_BATCH_EVENTS = 200
-_BATCH_BYTES = 48 << 10
-_PIPE_SAFE = 56 << 10  # a request this small fits the pipe (64 KiB) while the worker is busy
-_NEVER_WAIT = -2  # see eventlog: a deadline already past never sleeps at the end of the data
-_CRASH_SIGNALS = frozenset(
-    int(s)
-    for s in (
-        signal.SIGSEGV,
-        signal.SIGBUS,
-        signal.SIGABRT,
-        signal.SIGFPE,
-        signal.SIGILL,
-        getattr(signal, "SIGSYS", signal.SIGSEGV),
-        getattr(signal, "SIGTRAP", signal.SIGSEGV),
-    )
+_WS = " \t\n\r\f\v"  # C isspace(), which sscanf and trim() use (re.ASCII makes \s the same)
+# sscanf never backtracks: a %d takes every digit it can, so the patterns are possessive (*+, ++).
+_INT = r"[+-]?+[0-9]++"
+_FLOAT = r"[+-]?+(?:[0-9]++\.?+[0-9]*+(?:[eE][+-]?[0-9]+)?+|\.[0-9]++(?:[eE][+-]?[0-9]+)?+|inf(?:inity)?+|nan)"
+# "\t(%d) %127[a-zA-z ]" (the range A-z takes [ \ ] ^ _ ` too)
+_CHECKPOINTED = re.compile(r"\s*+\(\s*+(" + _INT + r")\)\s*+([A-Za-z\[\\\]^_` ]{1,127}+)", re.ASCII)
+# "\t(%d) %127[^\r\n]" (ten digits or more would not fit an int: refused)
+_TERMINATION = re.compile(r"\s*+\(\s*+([+-]?+[0-9]{1,9}+)\)\s*+([^\r\n]{1,127}+)", re.ASCII)
+_NORMAL = re.compile(r"Normal\s*+termination\s*+\(return\s*+value\s*+(" + _INT + ")", re.ASCII)
+_ABNORMAL = re.compile(r"Abnormal\s*+termination\s*+\(signal\s*+(" + _INT + ")", re.ASCII)
+# "\tUsr %d %d:%d:%d, Sys %d %d:%d:%d": eight conversions
+_RUSAGE = re.compile(
+    rf"\s*+Usr\s*+{_INT}\s*+{_INT}:\s*+{_INT}:\s*+{_INT},\s*+Sys\s*+{_INT}\s*+{_INT}:\s*+{_INT}:\s*+{_INT}",
+    re.ASCII,
 )
-_BOOT = (
-    "import sys; sys.path[0] = sys.argv[1]; "
-    "from wire_daemon.monitor.eventparse import worker_main; sys.exit(worker_main())"
+_NUMBER_FIRST = re.compile(r"\s*+" + _FLOAT, re.ASCII | re.IGNORECASE)  # "\t%lf  -  ...": one conversion
+# "\t%f  -  %5s Bytes %8s By %21s": four conversions
+_TRANSFER_LINE = re.compile(
+    r"\s*+" + _FLOAT + r"\s*+-\s*+(\S{1,5}+)\s*+Bytes\s*+(\S{1,8}+)\s*+By\s*+(\S{1,21}+)",
+    re.ASCII | re.IGNORECASE,
 )
+_IMAGE_SIZE = re.compile(r"\s*+[+-]?+[0-9]", re.ASCII)  # strtoll() that reads a digit
+_QUEUE_SECONDS = re.compile(r"(?:\s*+[+-]?+[0-9]++)?", re.ASCII)  # strtol() that must use up the text
+_TRANSFER_TYPES = {  # the first line of a FILE_TRANSFER event -> htcondor2.FileTransferEventType name
+    "Entered queue to transfer input files": "IN_QUEUED",
+    "Started transferring input files": "IN_STARTED",
+    "Finished transferring input files": "IN_FINISHED",
+    "Entered queue to transfer output files": "OUT_QUEUED",
+    "Started transferring output files": "OUT_STARTED",
+    "Finished transferring output files": "OUT_FINISHED",
+}
 
 
-class ParserUnavailable(RuntimeError):
-    """The parser could not run now (worker not started, or killed from outside); nothing was consumed."""
+class EventFormatError(ValueError):
+    """Why an event cannot be read (one line)."""
 
 
 @dataclass(frozen=True)
-class Parsed:
-    """What the library made of one event: its attribute dicts, or why it has none.
+class ParsedEvent:
+    """One event read: what its header says and, for ``NATIVE_TYPES``, the values of its body."""
 
-    ``lost`` is set when the event took the parser down (a crash) or hung it
-    (past the budget); ``error`` then says which.
-    """
-
-    events: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-    lost: bool = False
-    seconds: float = 0.0
-
-
-# -- the work itself (worker side, and InProcessParser) --------------------------------
+    number: int  # event type number
+    cluster: int
+    proc: int
+    event_time: str  # ISO 8601 from the header (year 2000 for MM/DD stamps)
+    yearless: bool  # the header has MM/DD without a year
+    native: bool  # a type whose body the daemon reads
+    repaired: bool  # some bytes were not UTF-8 (read as "?")
+    details: dict[str, Any] = field(default_factory=dict)  # LogEvent field -> value (see eventlog)
+    out_of_range: tuple[str, ...] = ()  # details read but beyond what they can mean (left None)
 
 
-class _Stage:
-    """An in-memory file the library reads events from, appended to one event at a time.
-
-    Without ``memfd_create`` (not Linux): a file in ``directory``, a private one the worker's
-    parent made and cleans after a crash, or one of our own, removed by ``close()``."""
-
-    def __init__(self, directory: str | None = None) -> None:
-        self._dir: str | None = None
-        if hasattr(os, "memfd_create"):
-            self.fd = os.memfd_create("wire-eventlog", os.MFD_CLOEXEC)
-            self.path = f"/proc/self/fd/{self.fd}"
-            return
-        if directory is None:
-            directory = self._dir = tempfile.mkdtemp(prefix="wire-eventlog-")
-        fd, self.path = tempfile.mkstemp(prefix="events-", suffix=".log", dir=directory)
-        self.fd = fd
-
-    def append(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-        if not self.path.startswith("/proc/self/fd/"):
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
-        if self._dir is not None:
-            with contextlib.suppress(OSError):
-                os.rmdir(self._dir)
-
-
-class _Session:
-    """One JobEventLog over one stage; ``feed`` parses one event."""
-
-    def __init__(self, htcondor2: Any, stage_dir: str | None = None) -> None:
-        self._htcondor2 = htcondor2
-        self._stage = _Stage(stage_dir)
-        self._log = htcondor2.JobEventLog(self._stage.path)
-        self._iterator = self._log.events(stop_after=_NEVER_WAIT)
-        self._size = 0
-        self.aligned = True  # the library stands at the end of what it was given
-
-    def feed(self, data: bytes) -> tuple[list[dict[str, Any]], str | None]:
-        """The event of ``data`` (one complete event)."""
-        self._stage.append(data)
-        self._size += len(data)
-        try:
-            raw = next(self._iterator)
-        except StopIteration:
-            return [], None
-        except Exception as exc:  # HTCondorException (ULOG_RD_ERROR) and friends
-            return [], str(exc) or type(exc).__name__
-        # After a good event the library has read through its "..." line, unless the event
-        # fooled it (a submit host written as "...host" ends the event for it): then the
-        # rest would be read as the next event. The pickling state gives its offset.
-        try:
-            self.aligned = self._log.__getstate__()[1] == self._size
-        except Exception:
-            self.aligned = True
-        return [attributes(raw)], None
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._log.close()
-        self._stage.close()
-
-
-def attributes(raw: Any) -> dict[str, Any]:
-    """The attributes the daemon reads, as plain JSON values; unreadable ones are left out."""
-    out: dict[str, Any] = {}
+def parse_event(data: bytes) -> ParsedEvent:
+    """Read one event (header line through its ``...`` line); raise ``EventFormatError`` if it cannot be read."""
+    if len(data) > MAX_EVENT_BYTES:
+        raise EventFormatError(f"an event of {len(data):,} bytes (more than {MAX_EVENT_BYTES:,})")
+    control = _CONTROL.search(data)
+    if control is not None:
+        raise EventFormatError(f"control byte 0x{data[control.start()]:02x} at byte {control.start()} of the event")
+    header_end = data.find(b"\n")
+    if header_end > MAX_HEADER_BYTES:
+        raise EventFormatError(f"an event header line of {header_end:,} bytes (more than {MAX_HEADER_BYTES:,})")
+    repaired = False
     try:
-        present = set(raw.keys())
-    except Exception:
-        return out
-    for key in _WANTED.intersection(present):
-        try:
-            value = raw[key]
-        except Exception:  # e.g. a string that is not UTF-8
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "replace").replace("\ufffd", "?")
+        data = text.encode("utf-8")
+        repaired = True
+    lines = text.split("\n")[:-1]  # the event ends with a newline
+    if "\r" in text:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]  # chomp(), as the native reader does
+    header = _HEADER.fullmatch(lines[0]) if lines else None
+    if header is None:
+        raise EventFormatError("not a job event header (NNN (cluster.proc.sub) date time text)")
+    number, cluster, proc, event_time, yearless, first = _header(header)
+    native = number in NATIVE_TYPES
+    if native:
+        if len(data) > 500 and _LONG_SYNC.search(data):
+            raise EventFormatError("a line of 500 bytes or more ends in '...' inside the event")
+        body = lines[1:-1]
+        why = _BODY_CHECKS[number](first, body)
+        if why:
+            raise EventFormatError(f"{NATIVE_TYPES[number]} event: {why}")
+        details = _VALUES[number](first, body) if number in _VALUES else {}
+        bad = tuple(name for name, value in details.items() if value is _OUT_OF_RANGE)
+        for name in bad:
+            details[name] = None
+        return ParsedEvent(number, cluster, proc, event_time, yearless, True, repaired, details, bad)
+    return ParsedEvent(number, cluster, proc, event_time, yearless, False, repaired)
+
+
+def _header(match: re.Match[str]) -> tuple[int, int, int, str, bool, str]:
+    g = match.groups()
+    cluster, proc = int(g[1]), int(g[2])
+    if abs(cluster) > _INT_MAX or abs(proc) > _INT_MAX or abs(int(g[3])) > _INT_MAX:
+        raise EventFormatError("a job id out of range in the event header")
+    cluster, proc = max(cluster, -1), max(proc, -1)  # the native reader gives no negative id: read as -1
+    if g[4] is not None:  # MM/DD hh:mm:ss
+        year, month, day, clock, yearless = "2000", g[4], g[5], g[6:11], True
+    else:
+        year, month, day, clock, yearless = g[11], g[12], g[13], g[14:19], False
+    if not (
+        "01" <= month <= "12" and "01" <= day <= "31" and clock[0] <= "23" and clock[1] <= "59" and clock[2] <= "60"
+    ):
+        raise EventFormatError("a date or time out of range in the event header")  # two digits each: compared as text
+    when = _normalised(year, month, day, clock[:3]) + f"{clock[3] or ''}{clock[4]}"
+    return int(g[0]), cluster, proc, when, yearless, g[19]
+
+
+def _normalised(year: str, month: str, day: str, clock: tuple[str, ...]) -> str:
+    """``YYYY-MM-DDThh:mm:ss``; a day past the month's end or second 60 rolls over, as the native
+    reader's ``mktime`` does (11/31 is 12/01)."""
+    text = f"{year}-{month}-{day}T{clock[0]}:{clock[1]}:{clock[2]}"
+    try:
+        datetime(int(year), int(month), int(day), int(clock[0]), int(clock[1]), int(clock[2]))
+        return text
+    except ValueError:
+        pass
+    try:
+        start = datetime(int(year), int(month), 1, int(clock[0]), int(clock[1]))
+        rolled = start + timedelta(days=int(day) - 1, seconds=int(clock[2]))
+    except (ValueError, OverflowError):
+        raise EventFormatError("a date out of range in the event header") from None
+    return rolled.strftime("%Y-%m-%dT%H:%M:%S") if rolled.year == start.year else text
+
+
+# -- what each reader insists on: "first" is the text after the header's time, "body" the lines
+#    between the header and the "..." line; a reason string means the native reader would fail ----------
+
+
+def _prefix(text: str) -> _Check:
+    return lambda first, body: None if first.startswith(text) else f"does not start with {text!r}"
+
+
+def _submit(first: str, body: list[str]) -> str | None:
+    return _prefix("Job submitted from host: ")(first, body)
+
+
+def _evicted(first: str, body: list[str]) -> str | None:
+    if not first.startswith("Job was evicted."):
+        return "does not start with 'Job was evicted.'"
+    checkpointed = _CHECKPOINTED.match(body[0]) if body else None
+    if checkpointed is None:
+        return "no '(n) text' line after the first"
+    if not _usage_lines(body, 1, 2):
+        return "not two 'Usr ... Sys ...' usage lines"
+    requeued = checkpointed.group(2).startswith("Job terminated and was requeued")
+    if requeued and len(body) > 4 and _NUMBER_FIRST.match(body[3]) and _NUMBER_FIRST.match(body[4]):
+        return _termination(body, 5)  # read only after both byte counts
+    return None
+
+
+def _terminated(first: str, body: list[str]) -> str | None:
+    if not first.startswith("Job terminated."):
+        return "does not start with 'Job terminated.'"
+    why = _termination(body, 0)
+    if why:
+        return why
+    at = 1 if _normal(body[0]) else 2  # an abnormal termination has a core file line
+    if not _usage_lines(body, at, 4):
+        return "not four 'Usr ... Sys ...' usage lines"
+    # The transfer and resource lines are read until one that is neither; then the reader
+    # takes one more line, and one that is empty must be the last before "...".
+    if "" not in body[at + 4 :]:
+        return None
+    i, in_usage = at + 4, False
+    while i < len(body):
+        line = body[i]
+        i += 1
+        if in_usage:
+            if ":" not in line:
+                break
             continue
-        if isinstance(value, (str, int, float, bool)):
-            out[key] = value
-    if "StructuredNotes" in present:
-        try:
-            notes = raw["StructuredNotes"]
-            name = notes.get(DAG_NODE_NAME) if hasattr(notes, "get") else None
-        except Exception:
-            name = None
-        if isinstance(name, str):
-            out[DAG_NODE_NAME] = name
+        if _TRANSFER_LINE.match(line):
+            continue
+        if line.startswith(("\tPartitionable ", "\tResources")):
+            in_usage = True
+            continue
+        break
+    else:
+        return None
+    if i < len(body) and body[i] == "" and i + 1 < len(body):
+        return "an empty line inside the event"
+    return None
+
+
+def _normal(line: str) -> bool:
+    match = _TERMINATION.match(line)
+    return match is not None and bool(match.group(1).lstrip("+-0"))
+
+
+def _termination(body: list[str], at: int) -> str | None:
+    """``(1) Normal termination (return value N)`` or ``(0) Abnormal termination (signal N)`` + a core line."""
+    match = _TERMINATION.match(body[at]) if at < len(body) else None
+    if match is None:
+        return "no '(n) Normal/Abnormal termination' line"
+    if match.group(1).lstrip("+-0"):
+        return None if _NORMAL.match(match.group(2)) else "a bad 'Normal termination (return value N)' line"
+    if not _ABNORMAL.match(match.group(2)):
+        return "a bad 'Abnormal termination (signal N)' line"
+    core = body[at + 1].strip(_WS) if at + 1 < len(body) else None
+    if core is None or not (core.startswith("(1) Corefile in: ") or core.startswith("(0)")):
+        return "no core file line after 'Abnormal termination'"
+    return None
+
+
+def _usage_lines(body: list[str], at: int, count: int) -> bool:
+    return len(body) >= at + count and all(_RUSAGE.match(body[i]) for i in range(at, at + count))
+
+
+def _image_size(first: str, body: list[str]) -> str | None:
+    prefix = "Image size of job updated: "
+    if not first.startswith(prefix) or not _IMAGE_SIZE.match(first, len(prefix)):
+        return f"does not start with {prefix!r} and a number"
+    return None
+
+
+def _aborted(first: str, body: list[str]) -> str | None:
+    if not first.startswith("Job was aborted"):
+        return "does not start with 'Job was aborted'"
+    if len(body) == 2 and body[1] == "":
+        return "an empty line inside the event"
+    return None
+
+
+def _disconnected(first: str, body: list[str]) -> str | None:
+    return _slot_lines(body, "    Trying to reconnect to ", " ", "the slot and its address")
+
+
+def _reconnect_failed(first: str, body: list[str]) -> str | None:
+    return _slot_lines(body, "    Can not reconnect to ", ",", "the slot, then a comma")
+
+
+def _slot_lines(body: list[str], marker: str, after_slot: str, naming: str) -> str | None:
+    """An indented reason line, then ``marker`` and the slot's name followed by ``after_slot``."""
+    if not body or not body[0].startswith("    "):
+        return "no indented reason line"
+    if len(body) < 2 or marker not in body[1] or after_slot not in body[1].replace(marker, ""):
+        return f"no {marker.strip()!r} line naming {naming}"
+    return None
+
+
+def _file_transfer(first: str, body: list[str]) -> str | None:
+    if first not in _TRANSFER_TYPES:
+        return "not a known file transfer step"
+    prefix = "\tSeconds spent in queue: "
+    if body and body[0].startswith(prefix) and not _QUEUE_SECONDS.fullmatch(body[0], len(prefix)):
+        return "a bad 'Seconds spent in queue' line"
+    return None
+
+
+_BODY_CHECKS: dict[int, _Check] = {
+    0: _submit,
+    1: _prefix("Job executing on host: "),
+    4: _evicted,
+    5: _terminated,
+    6: _image_size,
+    7: _prefix("Shadow exception!"),
+    9: _aborted,
+    12: _prefix("Job was held."),
+    13: _prefix("Job was released."),
+    22: _disconnected,
+    24: _reconnect_failed,
+    40: _file_transfer,
+}
+
+
+# -- the values the daemon reads, from events that passed their type's check: the same attributes
+#    the native reader fills (names in comments), read the same way ------------------------------
+
+_MIB = 1 << 20
+_KIB = 1 << 10
+_MAX_BYTES = 1 << 60  # memory sizes beyond an exbibyte are corrupt values
+_OUT_OF_RANGE: Any = object()  # a value read but beyond what it can mean (reported, then None)
+_DAG_NODE = re.compile(r"DAG Node:\s*(\S+)")
+_DAG_NODE_PREFIX = "DAG Node: "
+_SIZE_LINE = re.compile(r"\s*+(" + _INT + r")\s++-\s*+(\S{1,255})", re.ASCII)  # "\t%lld  -  %s", a space before "-"
+_LABEL = re.compile(r"\s*+\S++", re.ASCII)  # a column label of the resource table's header
+_SIZE_NAMES = frozenset({"MemoryUsage", "ResidentSetSize", "ProportionalSetSize"})
+_HOLD_CODES = re.compile(r"\s*+Code\s*+(" + _INT + r")\s*+Subcode\s*+(" + _INT + ")", re.ASCII)
+_TRANSFER_HOST = "\tTransferring to host: "
+_RECONNECT = "    Trying to reconnect to "
+
+
+def _text(line: str | None) -> str | None:
+    """A free-text line as the native reader keeps it (trimmed); None when empty."""
+    value = line.strip(_WS) if line is not None else ""
+    return value or None
+
+
+def _first_body_line(body: list[str]) -> str | None:
+    return body[0] if body else None
+
+
+def _submit_values(first: str, body: list[str]) -> dict[str, Any]:
+    # The native reader takes the last line reading "DAG Node: <name>" as the DAG node (DAGNodeName);
+    # without one, the notes are the first line (LogNotes), where the daemon looks for the same words.
+    lines = [line.strip(_WS) for line in body]
+    dag_lines = [line for line in lines if line.startswith(_DAG_NODE_PREFIX)]
+    if dag_lines:
+        return {"node": dag_lines[-1][len(_DAG_NODE_PREFIX) :].strip(_WS) or None}
+    match = _DAG_NODE.search(lines[0]) if lines else None
+    return {"node": match.group(1) if match else None}
+
+
+def _execute_values(first: str, body: list[str]) -> dict[str, Any]:
+    return {"host": first[len("Job executing on host: ") :] or None}  # ExecuteHost
+
+
+def _terminated_values(first: str, body: list[str]) -> dict[str, Any]:
+    text = _group(_TERMINATION, body[0], 2)
+    if _normal(body[0]):  # TerminatedNormally; ReturnValue
+        out: dict[str, Any] = {"return_value": _status(_group(_NORMAL, text, 1))}
+    else:  # TerminatedBySignal
+        out = {"signal": _status(_group(_ABNORMAL, text, 1))}
+    after_usage = (1 if _normal(body[0]) else 2) + 4  # the termination line(s) and four usage lines
+    usage = _usage_table(body, after_usage).get("Memory")  # MemoryUsage, in MiB
+    out["memory_bytes"] = _memory(None, usage)
     return out
 
 
-def _parse_all(htcondor2: Any, events: Sequence[bytes], stage_dir: str | None = None) -> Generator[Parsed, None, None]:
-    """One ``Parsed`` per event; ``ParserUnavailable`` if the library cannot even open an empty log."""
-    session = _open_session(htcondor2, stage_dir)
+def _group(pattern: re.Pattern[str], text: str, index: int) -> str:
+    """A group of a line the type's check has matched already."""
+    match = pattern.match(text)
+    if match is None:  # the check and the values disagree: a bug here, said as a bad event
+        raise EventFormatError(f"cannot read {text[:60]!r}")
+    return match.group(index)
+
+
+def _usage_table(body: list[str], at: int) -> dict[str, str]:
+    """The Usage column of the "Partitionable Resources" table, by resource name (units cut off).
+
+    As the native reader: the table follows the byte count lines (from ``at``) or nothing is read."""
+    while at < len(body) and _TRANSFER_LINE.match(body[at]):
+        at += 1
+    if at >= len(body) or not body[at].startswith(("\tPartitionable ", "\tResources")):
+        return {}
+    header = body[at]
+    colon = header.find(":")
+    first_label = _LABEL.match(header, colon + 1) if colon >= 0 else None
+    if first_label is None:
+        return {}
+    # The first column (Usage) ends one byte past the header's first label, counted from each line's colon.
+    width = first_label.end() - colon
+    usage = {}
+    for line in body[at + 1 :]:
+        row_colon = line.find(":")
+        if row_colon < 0:
+            break
+        name = line[:row_colon].strip(_WS).split("(", 1)[0].strip(_WS)
+        usage[name] = line[row_colon + 1 : row_colon + 1 + width].strip(_WS)
+    return usage
+
+
+def _image_size_values(first: str, body: list[str]) -> dict[str, Any]:
+    sizes: dict[str, str] = {}
+    for line in body:  # "\t181  -  MemoryUsage of job (MB)", "\t185116  -  ResidentSetSize of job (KB)"
+        match = _SIZE_LINE.match(line)
+        if match is None or match.group(2) not in _SIZE_NAMES:
+            break  # the native reader stops at the first line that is not "<number>  -  <a size it knows>"
+        sizes[match.group(2)] = match.group(1)
+    return {"memory_bytes": _memory(sizes.get("ResidentSetSize"), sizes.get("MemoryUsage"))}
+
+
+def _held_values(first: str, body: list[str]) -> dict[str, Any]:
+    reason = _text(_first_body_line(body))  # HoldReason
+    codes = _HOLD_CODES.match(body[1]) if len(body) > 1 else None  # HoldReasonCode, HoldReasonSubCode
+    if reason == "Reason unspecified":
+        reason = None
+    code, subcode = (codes.group(1), codes.group(2)) if codes else ("0", "0")
+    return {"reason": reason, "hold_code": _int32(code), "hold_subcode": _int32(subcode)}
+
+
+def _reason_values(first: str, body: list[str]) -> dict[str, Any]:
+    return {"reason": _text(_first_body_line(body))}  # Reason (aborted), Message (shadow exception)
+
+
+def _disconnected_values(first: str, body: list[str]) -> dict[str, Any]:
+    slot_and_address = body[1].replace(_RECONNECT, "")  # "<slot name> <address>" (StartdName, StartdAddr)
+    return {"host": slot_and_address.split(" ", 1)[1] or None, "reason": _text(body[0])}
+
+
+def _reconnect_failed_values(first: str, body: list[str]) -> dict[str, Any]:
+    return {"host": None, "reason": _text(body[0])}  # Reason; no address is written
+
+
+def _file_transfer_values(first: str, body: list[str]) -> dict[str, Any]:
+    at = 1 if body and body[0].startswith("\tSeconds spent in queue: ") else 0  # the lines come in this order
+    host = body[at][len(_TRANSFER_HOST) :] if at < len(body) and body[at].startswith(_TRANSFER_HOST) else ""
+    return {"transfer": _TRANSFER_TYPES[first], "host": host or None}
+
+
+_VALUES: dict[int, Callable[[str, list[str]], dict[str, Any]]] = {
+    0: _submit_values,
+    1: _execute_values,
+    5: _terminated_values,
+    6: _image_size_values,
+    7: _reason_values,
+    9: _reason_values,
+    12: _held_values,
+    22: _disconnected_values,
+    24: _reconnect_failed_values,
+    40: _file_transfer_values,
+}
+
+
+def _memory(rss_kib: str | None, usage_mib: str | None) -> Any:
+    """Resident memory in bytes: ResidentSetSize (KiB) if above 0, else MemoryUsage (MiB) if above 0."""
+    for text, unit in ((rss_kib, _KIB), (usage_mib, _MIB)):
+        number = _number(text)
+        if number is not None and number > 0:
+            return number * unit if number * unit <= _MAX_BYTES else _OUT_OF_RANGE
+    return None
+
+
+def _number(text: str | None) -> int | None:
     try:
-        for data in events:
-            start = time.perf_counter()
-            found, error = session.feed(data)
-            if not found or not session.aligned:
-                # the library stopped inside this event: start afresh, so that its idea of where
-                # the next event begins cannot drift
-                session.close()
-                session = _open_session(htcondor2, stage_dir)
-                if not found:
-                    error = error or "no event read"
-            yield Parsed(found, error, seconds=time.perf_counter() - start)
-    finally:
-        session.close()
-
-
-def _open_session(htcondor2: Any, stage_dir: str | None) -> _Session:
-    try:
-        return _Session(htcondor2, stage_dir)
-    except Exception as exc:  # not about any event: e.g. no memfd, the library not initialised
-        raise ParserUnavailable(f"{type(exc).__name__}: {exc}") from None
-
-
-class InProcessParser:
-    """The library in this process: no isolation (measurements, and the reference for tests)."""
-
-    def __init__(self) -> None:
-        import htcondor2
-
-        self._htcondor2 = htcondor2
-        self._lock = threading.Lock()
-
-    def parse(self, events: Sequence[bytes], deadline: float | None = None) -> list[Parsed]:
-        with contextlib.closing(self.parse_iter(events, deadline)) as results:
-            return list(results)
-
-    def parse_iter(self, events: Sequence[bytes], deadline: float | None = None) -> Generator[Parsed, None, None]:
-        with self._lock, contextlib.closing(_parse_all(self._htcondor2, events)) as results:
-            for parsed in results:
-                yield parsed
-                if _past(deadline):
-                    return
-
-    def close(self) -> None:
-        pass
-
-
-# -- the worker --------------------------------------------------------------------------
-
-
-def worker_main() -> int:
-    """The worker's loop: requests on stdin, one JSON line per event on stdout."""
-    with contextlib.suppress(ValueError, OSError):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for the daemon, not for us
-    _die_with_parent()
-    out = sys.stdout.buffer
-    try:
-        import htcondor2
-    except Exception as exc:  # e.g. no bindings: say so, the parent reports it
-        out.write(json.dumps(["fatal", f"{type(exc).__name__}: {exc}"]).encode() + b"\n")
-        out.flush()
-        return 3
-    out.write(b'["ready"]\n')
-    out.flush()
-    stage_dir = sys.argv[2] if len(sys.argv) > 2 else None
-    source = sys.stdin.buffer
-    while True:
-        events = _read_request(source)
-        if events is None:
-            return 0
-        try:
-            for parsed in _parse_all(htcondor2, events, stage_dir):
-                out.write(json.dumps([parsed.events, parsed.error]).encode() + b"\n")
-                out.flush()  # per event: if the next one takes the worker down, this one is already out
-        except ParserUnavailable as exc:
-            out.write(json.dumps(["fatal", str(exc)]).encode() + b"\n")
-            out.flush()
-            return 3
-
-
-def _die_with_parent() -> None:
-    """Linux: be killed when the daemon dies, even if the library hangs and never reads stdin's EOF."""
-    parent = os.getppid()
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the daemon died before prctl: nobody to work for
-        os._exit(0)
-
-
-def _read_request(source: IO[bytes]) -> list[bytes] | None:
-    header = source.readline()
-    if not header:
-        return None
-    events = []
-    for _ in range(int(header)):
-        size = int(source.readline())
-        data = source.read(size)
-        if len(data) != size:
-            return None
-        events.append(data)
-    return events
-
-
-# -- the parent side -----------------------------------------------------------------------
-
-
-class IsolatedParser:
-    """The library in a worker process (see the module docstring). Thread-safe."""
-
-    def __init__(self, event_budget_s: float = DEFAULT_EVENT_BUDGET_S, start_budget_s: float = 30.0) -> None:
-        self.event_budget_s = event_budget_s
-        self.start_budget_s = start_budget_s
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._buffer = b""
-        self._answers: deque[Parsed] = deque()  # decoded, not handed out yet
-        self._stage_dir: str | None = None  # without memfd_create: where the worker stages events
-        self._lock = threading.Lock()
-        self.starts = 0  # workers started (the first one included)
-        self.lost = 0  # events that took a worker down
-
-    def parse(self, events: Sequence[bytes], deadline: float | None = None) -> list[Parsed]:
-        """One ``Parsed`` per event, in order; fewer when ``deadline`` (``time.monotonic()``) passes.
-
-        Raises ``ParserUnavailable`` (before any result) when no worker can run.
-        """
-        with contextlib.closing(self.parse_iter(events, deadline)) as results:
-            return list(results)
-
-    def parse_iter(self, events: Sequence[bytes], deadline: float | None = None) -> Generator[Parsed, None, None]:
-        """``parse`` as the answers come: two batches are kept in flight, so the caller's work on
-        one batch's answers overlaps the worker's on the next. Close it if you stop early."""
-        with self._lock:
-            done = sent = 0
-            flight: deque[int] = deque()  # sizes of the batches sent and not answered yet
-            try:
-                while done < len(events):
-                    while len(flight) < 2 and sent < len(events) and not (done and _past(deadline)):
-                        batch = _batch(events, sent)
-                        if flight and (sum(len(e) for e in batch) > _PIPE_SAFE or not self._alive()):
-                            break  # send it alone, later (the worker may be busy writing answers, or gone)
-                        try:
-                            self._send(batch)
-                        except ParserUnavailable:
-                            if done:
-                                return  # keep what was parsed; the rest is read again at the next call
-                            raise
-                        flight.append(len(batch))
-                        sent += len(batch)
-                    if not flight:
-                        return
-                    for _ in range(flight.popleft()):
-                        parsed = self._receive()
-                        done += 1
-                        yield parsed
-                        if parsed.lost:  # the worker is gone with the batches in flight: send them again
-                            flight.clear()
-                            sent = done
-                            break
-            finally:
-                if flight:  # stopped early with answers still coming: they would be read as the next ones
-                    self._stop()
-
-    def close(self) -> None:
-        with self._lock:
-            self._stop()
-            if self._stage_dir is not None:
-                with contextlib.suppress(OSError):
-                    os.rmdir(self._stage_dir)
-                self._stage_dir = None
-
-    # -- internals ------------------------------------------------------------
-
-    def _alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def _send(self, batch: Sequence[bytes]) -> None:
-        proc = self._ensure_started()
-        assert proc.stdin is not None
-        request = [b"%d\n" % len(batch)]
-        for data in batch:
-            request += [b"%d\n" % len(data), data]
-        try:
-            proc.stdin.write(b"".join(request))
-            proc.stdin.flush()
-        except OSError:
-            self._stop()
-            raise ParserUnavailable("the event parser process went away") from None
-
-    def _receive(self) -> Parsed:
-        if self._answers:
-            return self._answers.popleft()
-        proc = self._proc
-        start = time.perf_counter()
-        if proc is None:
-            line, why = None, "the event parser process went away"
-        else:
-            line, why = self._reply(proc, self.event_budget_s)
-        if line is None:
-            self.lost += 1
-            return Parsed(error=why, lost=True, seconds=time.perf_counter() - start)
-        if line.startswith(b'["fatal"'):
-            self._stop()
-            raise ParserUnavailable(f"the event parser cannot work ({_fatal(line)})")
-        # decode every complete answer at hand in one go (json.loads is per call, not per byte)
-        end = self._buffer.rfind(b"\n")
-        lines = [line]
-        if end >= 0 and b'["fatal"' not in self._buffer[: end + 1]:
-            lines += self._buffer[:end].split(b"\n")
-            self._buffer = self._buffer[end + 1 :]
-        seconds = (time.perf_counter() - start) / len(lines)
-        self._answers.extend(Parsed(events, error, seconds=seconds) for events, error in _decode_many(lines))
-        return self._answers.popleft()
-
-    def _reply(self, proc: subprocess.Popen[bytes], budget: float) -> tuple[bytes | None, str]:
-        """The next line, or None and why the worker was lost on this event (it is stopped then)."""
-        line = self._read_line(proc, budget)
-        if line is not None:
-            return line, ""
-        if proc.poll() is None:  # alive but silent: hung on this event
-            self._stop()
-            return None, f"the event parser made no progress for {budget:g} s (killed)"
-        code = proc.returncode
-        self._stop()
-        if code is not None and code < 0 and -code not in _CRASH_SIGNALS:
-            raise ParserUnavailable(f"the event parser was stopped from outside ({_signal_name(-code)})")
-        what = f"crashed ({_signal_name(-code)})" if code is not None and code < 0 else f"exited with status {code}"
-        return None, f"the event parser {what} on this event"
-
-    def _read_line(self, proc: subprocess.Popen[bytes], budget: float) -> bytes | None:
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        limit = time.monotonic() + budget
-        while True:
-            end = self._buffer.find(b"\n")
-            if end >= 0:
-                line, self._buffer = self._buffer[:end], self._buffer[end + 1 :]
-                return line
-            left = limit - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                return None
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=budget)
-                return None
-            self._buffer += chunk
-
-    def _ensure_started(self) -> subprocess.Popen[bytes]:
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc
-        self._stop()
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, root, *self._worker_stage_dir()],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                close_fds=True,
-                start_new_session=True,  # a terminal's signals go to the daemon only
-            )
-        except OSError as exc:
-            raise ParserUnavailable(f"cannot start the event parser process ({exc})") from None
-        self._proc, self._buffer = proc, b""
-        self._answers.clear()
-        self.starts += 1
-        line = self._read_line(proc, self.start_budget_s)
-        if line != b'["ready"]':
-            self._stop()
-            raise ParserUnavailable(f"the event parser process did not start ({_fatal(line) or 'no answer'})")
-        return proc
-
-    def _worker_stage_dir(self) -> list[str]:
-        if hasattr(os, "memfd_create"):
-            return []
-        if self._stage_dir is None:
-            self._stage_dir = tempfile.mkdtemp(prefix="wire-eventlog-")
-        return [self._stage_dir]
-
-    def _stop(self) -> None:
-        proc, self._proc, self._buffer = self._proc, None, b""
-        self._answers.clear()
-        self._stop_process(proc)
-        if self._stage_dir is not None:  # what a crashed worker left behind
-            for name in os.listdir(self._stage_dir):
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(self._stage_dir, name))
-
-    @staticmethod
-    def _stop_process(proc: subprocess.Popen[bytes] | None) -> None:
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(OSError):
-                proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-        for stream in (proc.stdin, proc.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
-
-
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() > deadline
-
-
-def _batch(events: Sequence[bytes], start: int) -> Sequence[bytes]:
-    end, size = start, 0
-    while end < len(events) and end - start < _BATCH_EVENTS and (size < _BATCH_BYTES or end == start):
-        size += len(events[end])
-        end += 1
-    return events[start:end]
-
-
-def _decode_many(lines: list[bytes]) -> list[tuple[list[dict[str, Any]], str | None]]:
-    try:
-        answers = json.loads(b"[" + b",".join(lines) + b"]")
-    except (ValueError, TypeError):
-        return [_decode(line) for line in lines]
-    return [_checked_answer(answer) for answer in answers]
-
-
-def _decode(line: bytes) -> tuple[list[dict[str, Any]], str | None]:
-    try:
-        return _checked_answer(json.loads(line))
-    except (ValueError, TypeError):
-        return [], "unreadable answer from the event parser"
-
-
-def _checked_answer(answer: Any) -> tuple[list[dict[str, Any]], str | None]:
-    if not (isinstance(answer, list) and len(answer) == 2 and isinstance(answer[0], list)):
-        return [], "unreadable answer from the event parser"
-    events, error = answer
-    if not all(isinstance(e, dict) for e in events):
-        return [], "unreadable answer from the event parser"
-    return events, error if isinstance(error, str) else None
-
-
-def _fatal(line: bytes | None) -> str:
-    try:
-        return str(json.loads(line or b"[]")[1])
-    except (ValueError, TypeError, IndexError):
-        return ""
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
+        return int(text) if text else None
     except ValueError:
-        return f"signal {number}"
+        return None
 
 
-_shared: IsolatedParser | None = None
-_shared_lock = threading.Lock()
+def _status(text: str) -> Any:
+    """A return value or signal number: a negative one is no value (the native reader leaves it out)."""
+    number = _int32(text)
+    return None if number is not _OUT_OF_RANGE and number < 0 else number
 
 
-def shared_parser() -> IsolatedParser:
-    """The process's one isolated parser (one worker process for every reader)."""
-    global _shared
-    with _shared_lock:
-        if _shared is None:
-            _shared = IsolatedParser()
-        return _shared
-
-
-def _close_shared() -> None:
-    if _shared is not None:
-        _shared.close()
-
-
-atexit.register(_close_shared)
+def _int32(text: str) -> Any:
+    number = int(text)
+    return number if abs(number) <= _INT_MAX else _OUT_OF_RANGE

@@ -1,22 +1,20 @@
 """Event times from HTCondor job event logs, as seconds since the epoch.
 
-Why we do not use ``htcondor2.JobEvent.timestamp`` (htcondor 25.x):
+What an event header's stamp means (and where the ``htcondor2`` bindings, 25.x,
+read it otherwise, which is why the daemon reads it itself):
 
 * **No year.** Logs written before HTCondor 9 (and any log written with
   ``ISO_DATE`` off) stamp events as ``MM/DD hh:mm:ss``. The bindings fill in
-  the *current* year (in ``EventTime`` and in the re-rendered event text), so
-  a 2019 log reads as this year, and a log that runs over New Year jumps back
-  by eleven months. We detect the format on the raw bytes of each chunk of
-  events read and infer the year instead (see ``YearGuess``).
-* **UTC stamps.** ``EventTime`` ends in ``Z`` when the log was written in UTC;
-  ``JobEvent.timestamp`` builds a timezone-aware value but discards it and
-  reads the stamp as local time.
-* **Sub-second stamps** are truncated to whole seconds by ``timestamp``.
+  the *current* year, so a 2019 log would read as this year, and a log that
+  runs over New Year would jump back by eleven months. We infer the year
+  instead (see ``YearGuess``).
+* **UTC stamps.** A stamp ending in ``Z`` was written in UTC (the bindings'
+  ``timestamp`` reads it as local time).
+* **Sub-second stamps** are kept (the bindings truncate them).
 
-So we read ``EventTime`` (ISO 8601, local time unless it ends in ``Z``) and,
-for logs whose header has no year, replace the year with our guess. Local
-time is the submit host's: that is where the schedd and shadows write the log
-and where the daemon runs, so no clock skew enters between events of one log.
+Without a zone a stamp is local time, the submit host's: that is where the
+schedd and shadows write the log and where the daemon runs, so no clock skew
+enters between events of one log.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
-_YEARLESS_HEADER_BYTES = re.compile(rb"(?m)^\d{3} \([^)\n]*\) \d{1,2}/\d{1,2} \d{1,2}:\d{2}:\d{2}")
 _ROLLOVER = timedelta(days=183)
 _SLACK = timedelta(days=1)
 
@@ -77,29 +74,23 @@ class YearGuess:
         return stamp
 
 
-def event_time(ad: Any, yearless: bool, guess: YearGuess, reference: float) -> float:
-    """Seconds since the epoch of one event (``ad``: the event ClassAd).
+def event_time(stamp: str, yearless: bool, guess: YearGuess, reference: float) -> float:
+    """Seconds since the epoch of one event (``stamp``: its header's time as ISO 8601).
 
-    ``yearless``: the log's headers are ``MM/DD hh:mm:ss``. The bindings then
-    put the current year into ``EventTime`` (and re-render the event text with
-    it), so we keep its month, day and clock and replace the year.
+    ``yearless``: the log's headers are ``MM/DD hh:mm:ss`` (the stamp then has a
+    placeholder year): we keep its month, day and clock and guess the year.
     """
     if not yearless:
-        return iso_seconds(ad.get("EventTime"))
-    match = _ISO.match(ad.get("EventTime") or "")
+        return iso_seconds(stamp)
+    match = _ISO.match(stamp)
     if not match:
-        raise TimeFormatError(f"bad event time {ad.get('EventTime')!r}")
+        raise TimeFormatError(f"bad event time {stamp!r}")
     month, day, hour, minute, second = (int(g) for g in match.groups()[1:6])
     try:
-        stamp = guess.resolve(month, day, (hour, minute, second), reference)
+        when = guess.resolve(month, day, (hour, minute, second), reference)
     except ValueError as exc:
         raise TimeFormatError(f"bad date {month:02d}/{day:02d}: {exc}") from None
-    return stamp.timestamp() + float(match.group(7) or 0.0)
-
-
-def is_yearless(data: bytes) -> bool:
-    """Whether event headers in ``data`` carry ``MM/DD`` dates without a year."""
-    return _YEARLESS_HEADER_BYTES.search(data) is not None
+    return when.timestamp() + float(match.group(7) or 0.0)
 
 
 def iso_seconds(value: Any) -> float:

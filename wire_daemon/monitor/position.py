@@ -101,7 +101,7 @@ class AppendedReader:
         """Advance past the first ``consumed`` bytes of ``chunk``."""
         consumed = max(0, min(consumed, len(chunk.data)))
         start = chunk.start
-        tail = (chunk._prefix + chunk.data[:consumed])[-TAIL_BYTES:]
+        tail = (chunk._prefix + chunk.data[max(0, consumed - TAIL_BYTES) : consumed])[-TAIL_BYTES:]  # no copy
         self.position = ReadPosition(
             offset=start.offset + consumed,
             line=start.line + chunk.data.count(b"\n", 0, consumed),

@@ -36,16 +36,39 @@ import math
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 
 from wire_daemon.core.billing import Billing
-from wire_daemon.core.config import PFAConfig, SteeringConfig
+from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.core.sections import AtLeastOne, AtLeastZero, one_of, section
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.plan.steering import release_time
 from wire_daemon.ports.policy import PlanResult, SteeringDecision
+
+
+@section("pfa")
+class PFAConfig:
+    """The PFA baseline's options, the config's ``pfa`` section (performance feedback + token-based parallelism)."""
+
+    # How the per-slot task throughput is smoothed over intervals: "ewma" or "ma".
+    smoothing: Annotated[str, one_of("ewma", "ma")] = "ewma"
+    # MA: mean over this many of the latest intervals that completed a task.
+    ma_window: Annotated[int, AtLeastOne] = 5
+    # EWMA: weight of the past, s = alpha * s_prev + (1 - alpha) * x (the PFA
+    # paper's convention: alpha near 0 follows the last interval).
+    ewma_alpha: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.5
+    # Charging units the pool may cost per interval (an instance costs
+    # interval / u of them); None: no cap beyond steering.max_instances.
+    budget_units_per_interval: Annotated[float | None, AtLeastZero] = None
+    # An idle instance is "near the end of its billing period" when its unit
+    # ends within this many seconds; None: within one interval.
+    release_near_end_s: Annotated[float | None, AtLeastZero] = None
+
 
 # --- throughput feedback -------------------------------------------------------
 

@@ -29,12 +29,19 @@ this decorator is not used. The rate l is learned: ``ReclaimRate`` starts from
 ``PRIOR_SPOT_HOURS`` spot instance-hours, and adds every spot instance-hour
 and every reclaim it sees (a spot instance that left the pool without this
 policy releasing it).
+
+Launching is half of placement; the other half is where each queued task
+starts. The same rule, task by task, gives each of the queue's next tasks
+(a full pool's worth) a market, which the loop hands to Condor as the job's
+Rank (``CondorControl.prefer_market``): long critical work ranks on-demand
+slots first, the rest spot slots.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -137,42 +144,57 @@ class MarketPlacement:
         result = self.inner.plan(now, state, instances, queue_order)
         decision = result.decision
         self.rate.released(decision.release)
-        if decision.launch <= 0:
+        if self.config.market == "spot":
+            decision.spot_launches = decision.launch
             return result
-        if self.config.market == "spot" or result.prediction is None:
-            decision.spot_launches = decision.launch if self.config.market == "spot" else 0
+        if result.prediction is None:
             return result
-        decision.spot_launches = self.spot_count(state, instances, queue_order, result.prediction, decision.launch)
+        work = _Work.of(state, result.prediction, self.config.interval_s)
+        queue = np.asarray(queue_order, dtype=np.int64)
+        if decision.launch > 0:
+            decision.spot_launches = self._spot_count(work, state, instances, queue, decision.launch)
+        head = queue[: self.config.max_instances * self.config.slots_per_instance]
+        result.job_markets = {
+            int(t): Market.SPOT if self._worth(work, head[i : i + 1]) else Market.ON_DEMAND
+            for i, t in enumerate(head.tolist())
+        }
         return result
 
-    def spot_count(
-        self,
-        state: RunState,
-        instances: Sequence[Instance],
-        queue_order: np.ndarray,
-        prediction: Prediction,
-        launch: int,
+    def _spot_count(
+        self, work: _Work, state: RunState, instances: Sequence[Instance], queue: np.ndarray, launch: int
     ) -> int:
-        """How many of ``launch`` new instances buy spot."""
+        """How many of ``launch`` new instances buy spot: each judged by the tasks it would take."""
+        free = sum(i.slots for i in instances) - int(np.count_nonzero(state.status == TaskStatus.RUNNING))
+        carried = queue[max(free, 0) :]
+        slots = self.config.slots_per_instance
+        return sum(self._worth(work, carried[j * slots : (j + 1) * slots]) for j in range(launch))
+
+    def _worth(self, work: _Work, tasks: np.ndarray) -> bool:
+        """Is spot worth it for capacity that would run ``tasks`` (none known: a typical task)?"""
         config = self.config
+        d = float(np.nanmax(work.remaining[tasks])) if tasks.size else work.typical
+        d = max(d, 1.0)
+        critical = bool(tasks.size) and float(work.paths[tasks].max()) >= CRITICAL_SHARE * work.longest
+        late_weight = config.max_instances * (d / 2 + config.interval_s) / d
+        return spot_worth(d, self.rate.per_second, config.spot_price_ratio, critical, late_weight)
+
+
+@dataclass(frozen=True)
+class _Work:
+    """What is left, as placement reads it: remaining times, critical paths, a typical task."""
+
+    remaining: np.ndarray
+    paths: np.ndarray
+    longest: float
+    typical: float
+
+    @classmethod
+    def of(cls, state: RunState, prediction: Prediction, default_s: float) -> _Work:
         remaining = prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
         unfinished = state.status != TaskStatus.DONE
         paths = critical_paths(state.workflow, remaining, unfinished)
         longest = float(paths.max()) if paths.size else 0.0
-        free = sum(i.slots for i in instances) - int(np.count_nonzero(state.status == TaskStatus.RUNNING))
-        queue = np.asarray(queue_order, dtype=np.int64)[max(free, 0) :]
-        fallback = _typical(remaining, unfinished, config.interval_s)
-        rate = self.rate.per_second
-        slots = config.slots_per_instance
-        spot = 0
-        for j in range(launch):
-            carried = queue[j * slots : (j + 1) * slots]
-            d = float(np.nanmax(remaining[carried])) if carried.size else fallback
-            d = max(d, 1.0)
-            critical = bool(carried.size) and float(paths[carried].max()) >= CRITICAL_SHARE * longest
-            late_weight = config.max_instances * (d / 2 + config.interval_s) / d
-            spot += spot_worth(d, rate, config.spot_price_ratio, critical, late_weight)
-        return spot
+        return cls(remaining, paths, longest, _typical(remaining, unfinished, default_s))
 
 
 def _typical(remaining: np.ndarray, unfinished: np.ndarray, default: float) -> float:

@@ -60,6 +60,9 @@ class CondorControl(Protocol):
     def retire_instance(self, instance_id: str) -> None:
         """Drain a worker: start no new job on it; running jobs go on."""
 
+    def prefer_market(self, task_id: str, market: Market) -> None:
+        """Start the job on a slot of ``market`` when one is free (a rank, not a requirement)."""
+
 
 class Clock(Protocol):
     def now(self) -> float: ...

@@ -14,6 +14,7 @@ import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Instance
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState
 from wire_daemon.ports.prediction import Prediction
 
@@ -68,6 +69,8 @@ class PlanResult:
     # either side, and the full pool's estimated makespan (loop clock).
     estimates: list[SizeEstimate] = field(default_factory=list)
     full_pool_makespan_s: float | None = None
+    # Policies that place work by market: the market each queued task should start on (task index ->).
+    job_markets: dict[int, Market] = field(default_factory=dict)
 
 
 class ScalingPolicy(Protocol):

@@ -1,9 +1,10 @@
 """Build the Execute side of a real site from the settings: a cloud provider, Condor control.
 
-The config keeps each provider's options as a mapping (``cloud.ec2``,
-``cloud.openstack``) and the workers' as ``cloud.worker``; here they become
-the provider's and the renderer's own dataclasses, through the one config
-builder, with errors that name the file and the key.
+The config keeps the configured provider's options as the mapping
+``cloud.<kind>`` and the workers' as ``cloud.worker``; here they become the
+provider's and the renderer's own sections, validated by them, with errors
+that name the file and the key. The provider is looked up by name in the
+registry: nothing here knows a particular cloud.
 """
 
 from __future__ import annotations
@@ -16,38 +17,45 @@ from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.sections import ELSEWHERE, parse
 from wire_daemon.execute.condor_control import HTCondorControl
 from wire_daemon.execute.providers import provider
 from wire_daemon.execute.providers.base import CloudDriver, Ownership
+from wire_daemon.execute.providers.retry import Retrier
 from wire_daemon.execute.userdata import WorkerConfig, render_user_data
-from wire_daemon.runtime.settings import Settings, build_section
+from wire_daemon.runtime.settings import Settings
 
 
 def driver_config(settings: Settings) -> Any:
     """The validated ``cloud.<kind>`` section (``check-config`` runs it too)."""
     kind = settings.cloud.kind
-    spec = provider(kind)
-    raw = {"ec2": settings.cloud.ec2, "openstack": settings.cloud.openstack}[kind]
-    fixed = {"slots_per_instance": settings.steering.slots_per_instance}
-    return _validated(build_section(spec.config_class(), raw, settings.source, f"cloud.{kind}", fixed), settings.source)
+    return parse(provider(kind).config, settings.cloud.provider_section(), settings.source, f"cloud.{kind}")
 
 
 def user_data(settings: Settings, slots: int | None = None) -> str:
     """The workers' cloud-init (with ``slots``: for an instance type of that many); without ``cloud.worker``
     the image must join the pool on its own."""
-    if not settings.cloud.worker:
+    raw = settings.cloud.worker
+    if not raw:
         return ""
+    for name in ("cloud", "pool", "slots"):  # set by cloud.kind, cloud.pool and the slot count
+        if name in raw:
+            raise ConfigError(f"{settings.source}: cloud.worker.{name} cannot be set here: {ELSEWHERE[name]}")
     slots = settings.steering.slots_per_instance if slots is None else slots
-    fixed = {"cloud": settings.cloud.kind, "pool": settings.cloud.pool, "slots": slots}
-    worker = build_section(WorkerConfig, settings.cloud.worker, settings.source, "cloud.worker", fixed)
-    return render_user_data(_validated(worker, settings.source))
+    given = raw | {"cloud": settings.cloud.kind, "pool": settings.cloud.pool, "slots": slots}
+    return render_user_data(parse(WorkerConfig, given, settings.source))
 
 
 def build_driver(settings: Settings, daemon_id: str) -> CloudDriver:
     config = driver_config(settings)
     driver_class = provider(settings.cloud.kind).driver_class()
-    ownership = Ownership(settings.cloud.pool, daemon_id, lease_holder(settings))
-    driver: CloudDriver = driver_class(config, ownership, user_data(settings))
+    driver = driver_class(
+        config,
+        Ownership(settings.cloud.pool, daemon_id, lease_holder(settings)),
+        user_data(settings),
+        retrier=Retrier(settings.cloud.retry),
+        slots_per_instance=settings.steering.slots_per_instance,
+    )
     types = settings.steering.instance_types
     driver.type_slots = {t.name: t.cores for t in types}  # each type's workers advertise its own cores
     driver.type_user_data = {t.name: user_data(settings, t.cores) for t in types}
@@ -65,13 +73,6 @@ def lease_holder(settings: Settings) -> str:
     where = f"{host}:{Path(settings.state_path).resolve()}"
     readable = re.sub(r"[^A-Za-z0-9_-]", "-", host).strip("-_")[:40] or "host"
     return f"{readable}-{hashlib.sha256(where.encode()).hexdigest()[:12]}"
-
-
-def _validated(config: Any, source: str) -> Any:
-    try:
-        return config.validate()
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
 
 
 def build_condor_control(settings: Settings, job_id_of: Callable[[str], str | None]) -> HTCondorControl:

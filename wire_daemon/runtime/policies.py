@@ -2,28 +2,34 @@
 
 Building a policy is composition: WIRE needs a predictor (``analyze``) and a
 planner (``plan``), two phases that do not know each other. A new policy is a
-module in ``plan/`` plus one entry in ``POLICIES``; the entry also carries what
-the policy declares to whoever runs it (``PolicyEntry``), so no caller tests a
-policy's name. The runtimes and the replay wrap what ``make_policy`` builds in
-one place (``runtime.assembly``).
+module in ``plan/`` plus one entry in ``POLICIES``. A policy with options of
+its own declares them in its module as a config section (``@section("pfa")``)
+and names that class in its entry: the config file's section of that key is
+then validated by it, and the builder gets it from ``PolicyInputs.options_for``.
+The entry also carries what the policy declares to whoever runs it (a static
+pool, the world's truth, a market of its own), so no caller tests a policy's
+name. The runtimes and the replay wrap what ``make_policy`` builds in one
+place (``runtime.assembly``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
 from wire_daemon.analyze.dispatch import DispatchLearner
 from wire_daemon.analyze.distribution import DistributionPredictor
 from wire_daemon.analyze.predictor import OnlinePredictor, OraclePredictor
-from wire_daemon.core.config import PFAConfig, PredictionConfig, SteeringConfig
+from wire_daemon.core.config import PredictionConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState
+from wire_daemon.core.sections import config_key, parse
 from wire_daemon.plan.baselines import FullSitePolicy, PureReactivePolicy, ReactiveConservingPolicy
-from wire_daemon.plan.pfa import PFAPolicy
+from wire_daemon.plan.pfa import PFAConfig, PFAPolicy
 from wire_daemon.plan.placement import MarketPlacement
 from wire_daemon.plan.shapes import ShapedPolicy
 from wire_daemon.plan.slowdown import SlowdownPolicy
@@ -34,6 +40,7 @@ from wire_daemon.ports.policy import ScalingPolicy
 
 # (occupancy, exec) seconds per task: the world's truth, which only an emulated site knows.
 Truth = Callable[[], tuple[np.ndarray, np.ndarray]]
+Options = TypeVar("Options")
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,30 @@ class PolicyInputs:
     state: RunState
     steering: SteeringConfig
     prediction: PredictionConfig = field(default_factory=PredictionConfig)
-    pfa: PFAConfig = field(default_factory=PFAConfig)
+    options: Mapping[str, Any] = field(default_factory=dict)  # the config's policy_options, by section key
     truth: Truth | None = None
+
+    def options_for(self, model: type[Options]) -> Options:
+        """A policy's own options: the section the config gave, else the model's defaults."""
+        given = self.options.get(config_key(model))
+        return given if isinstance(given, model) else model()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a policy is built, its options, and what it declares about itself to whoever runs it."""
+
+    build: Callable[[PolicyInputs], ScalingPolicy]
+    options: type | None = None  # its options section, declared in its plan/ module; None: it has none
+    # Its pool is max_instances from the first moment: a world that can start with a pool up (the replay's
+    # emulated site) starts with this one, rather than the first decision launching it and waiting for boots.
+    static_pool: bool = False
+    # It reads the world's true task times (PolicyInputs.truth), which only an emulated site knows.
+    needs_truth: bool = False
+    # It buys this market whatever steering.market says (the spot peers); None: steering.market decides.
+    market: Market | None = None
+    # Its spot launches fall back to on-demand when the market fails them (execute/market_fallback.py).
+    spot_fallback: bool = True
 
 
 def _wire(inputs: PolicyInputs) -> ScalingPolicy:
@@ -62,35 +91,17 @@ def _target_slowdown(inputs: PolicyInputs) -> ScalingPolicy:
     return SlowdownPolicy(predictor, DispatchLearner(workflow, inputs.prediction.dispatch_prior_s), inputs.steering)
 
 
-@dataclass(frozen=True)
-class PolicyEntry:
-    """How a policy is built, and what it declares about itself to whoever runs it."""
-
-    build: Callable[[PolicyInputs], ScalingPolicy]
-    # Its pool is max_instances from the first moment: a world that can start with a pool up (the replay's
-    # emulated site) starts with this one, rather than the first decision launching it and waiting for boots.
-    static_pool: bool = False
-    # It reads the world's true task times (PolicyInputs.truth), which only an emulated site knows.
-    needs_truth: bool = False
-    # It buys this market whatever steering.market says (the spot peers); None: steering.market decides.
-    market: Market | None = None
-    # Its spot launches fall back to on-demand when the market fails them (execute/market_fallback.py).
-    spot_fallback: bool = True
-
-
-POLICIES: dict[str, PolicyEntry] = {
-    "wire": PolicyEntry(_wire),
-    "full-site": PolicyEntry(lambda i: FullSitePolicy(i.steering), static_pool=True),
-    "pure-reactive": PolicyEntry(lambda i: PureReactivePolicy(i.steering)),
-    "reactive-conserving": PolicyEntry(lambda i: ReactiveConservingPolicy(i.steering)),
-    "pfa": PolicyEntry(lambda i: PFAPolicy(i.state.workflow, i.steering, i.pfa)),
-    "oracle": PolicyEntry(_oracle, needs_truth=True),
-    "target-slowdown": PolicyEntry(_target_slowdown),
+POLICIES: dict[str, Policy] = {
+    "wire": Policy(_wire),
+    "full-site": Policy(lambda i: FullSitePolicy(i.steering), static_pool=True),
+    "pure-reactive": Policy(lambda i: PureReactivePolicy(i.steering)),
+    "reactive-conserving": Policy(lambda i: ReactiveConservingPolicy(i.steering)),
+    "pfa": Policy(lambda i: PFAPolicy(i.state.workflow, i.steering, i.options_for(PFAConfig)), PFAConfig),
+    "oracle": Policy(_oracle, needs_truth=True),
+    "target-slowdown": Policy(_target_slowdown),
     # condor_annex's Spot Fleet in maintain mode keeps asking for spot; Karpenter falls back.
-    "annex-spot": PolicyEntry(
-        lambda i: annex_spot(i.steering), static_pool=True, market=Market.SPOT, spot_fallback=False
-    ),
-    "reactive-spot": PolicyEntry(lambda i: reactive_spot(i.steering), market=Market.SPOT),
+    "annex-spot": Policy(lambda i: annex_spot(i.steering), static_pool=True, market=Market.SPOT, spot_fallback=False),
+    "reactive-spot": Policy(lambda i: reactive_spot(i.steering), market=Market.SPOT),
 }
 POLICY_NAMES = tuple(POLICIES)
 # What `wire-daemon run` and `replay --policy` use unless told otherwise. `wire`
@@ -98,10 +109,10 @@ POLICY_NAMES = tuple(POLICIES)
 DEFAULT_POLICY = "target-slowdown"
 
 
-def policy_entry(name: str) -> PolicyEntry:
+def policy_entry(name: str) -> Policy:
     entry = POLICIES.get(name)
     if entry is None:
-        raise ConfigError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
+        raise ConfigError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
     return entry
 
 
@@ -109,7 +120,7 @@ def make_policy(name: str, inputs: PolicyInputs) -> ScalingPolicy:
     return policy_entry(name).build(inputs)
 
 
-def with_market(policy: ScalingPolicy, entry: PolicyEntry, steering: SteeringConfig) -> ScalingPolicy:
+def with_market(policy: ScalingPolicy, entry: Policy, steering: SteeringConfig) -> ScalingPolicy:
     """``policy`` choosing each launch's market (steering.market spot or auto), or unchanged.
 
     Unchanged when launches buy on-demand, and for a policy whose entry names its own market.
@@ -119,7 +130,7 @@ def with_market(policy: ScalingPolicy, entry: PolicyEntry, steering: SteeringCon
     return MarketPlacement(policy, steering)
 
 
-def spot_falls_back(entry: PolicyEntry, steering: SteeringConfig) -> bool:
+def spot_falls_back(entry: Policy, steering: SteeringConfig) -> bool:
     """Does this policy buy spot, and fall back to on-demand when the market fails it?"""
     buys_spot = entry.market is Market.SPOT or (entry.market is None and steering.market != "on-demand")
     return buys_spot and entry.spot_fallback
@@ -130,6 +141,20 @@ def compared_policies(steering: SteeringConfig) -> tuple[str, ...]:
     if steering.market == "on-demand":
         return tuple(name for name, entry in POLICIES.items() if entry.market is not Market.SPOT)
     return POLICY_NAMES
+
+
+def option_sections() -> dict[str, type]:
+    """The policies' options sections by their key (``pfa``): top-level sections of the config file."""
+    return {config_key(p.options): p.options for p in POLICIES.values() if p.options is not None}
+
+
+def parsed_options(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Each policy options section the config gives, validated by its policy's model (errors name the key)."""
+    sections = option_sections()
+    for key in raw:
+        if key not in sections:
+            raise ConfigError(f"unknown key {key}: no policy has options of that name (known: {', '.join(sections)})")
+    return {key: parse(sections[key], value, "", key) for key, value in raw.items()}
 
 
 def shape_aware(

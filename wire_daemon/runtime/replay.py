@@ -121,7 +121,6 @@ class ReplayResult:
 
 def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bool = True) -> ReplayResult:
     """Run ``workflow`` to completion on the emulated site under one policy."""
-    config.validate()
     steering, emulation = config.steering, config.emulation
     entry = policy_entry(policy_name)
     if entry.static_pool:
@@ -142,7 +141,7 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     sizer = _rightsizer(workflow, config, site)
     loop = assemble_loop(
         policy_name,
-        PolicyInputs(state, steering, config.prediction, config.pfa, truth),
+        PolicyInputs(state, steering, config.prediction, config.policy_options, truth),
         World(site, site, site, clock=site.now),
         steering.instance_memory_mib or emulation.instance_memory_mib,
         site,

@@ -127,7 +127,7 @@ class EmulatedRuntime:
             sizer = memory_sizer(s, state, site, cap)
         self.loop = assemble_loop(
             s.policy,
-            PolicyInputs(state, s.steering, s.prediction, s.pfa, truth),
+            PolicyInputs(state, s.steering, s.prediction, s.policy_options, truth),
             World(site, site, site),
             memory_mib,
             site,
@@ -273,7 +273,7 @@ class SubmitHostRuntime:
         # Requests are known only through the rightsizer, which reads them: without it the plan counts cores.
         loop = assemble_loop(
             s.policy,
-            PolicyInputs(state, s.steering, s.prediction, s.pfa),
+            PolicyInputs(state, s.steering, s.prediction, s.policy_options),
             World(self.observations, self.cloud, self.condor),
             s.steering.instance_memory_mib,
             sizer,
@@ -361,7 +361,7 @@ class SubmitHostRuntime:
         self.settings = settings  # the next rebuilt loop uses it too
         if settings.safety.dry_run != isinstance(self.cloud.driver, DryRunCloud):
             self._swap_dry_run()
-        self.cloud.config = settings.safety.validate()
+        self.cloud.config = settings.safety
         self.cloud.billing = settings.steering.billing
         _apply_steering(self.loop, settings)
 

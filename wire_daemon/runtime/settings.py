@@ -11,94 +11,101 @@ See ``docs/config.example.yaml`` for an annotated example.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any, TypeVar, get_args, get_origin, get_type_hints
+from typing import Annotated, Any
 
-from wire_daemon.core.config import EmulationConfig, MemoryConfig, PFAConfig, PredictionConfig, SteeringConfig
+from pydantic import field_validator
+
+from wire_daemon.core.config import ReplayConfig
 from wire_daemon.core.errors import ConfigError, WireError
-from wire_daemon.core.secrets import shown
+from wire_daemon.core.sections import AtLeastOne, AtLeastZero, Positive, check, one_of, parse, section
 from wire_daemon.execute.guarded_cloud import SafetyConfig
-from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES, policy_entry
+from wire_daemon.execute.providers import PROVIDERS
+from wire_daemon.execute.providers.retry import RetryPolicy
+from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICIES, option_sections, parsed_options, policy_entry
 
-T = TypeVar("T")
+CLOUD_KINDS = ("emulated", *PROVIDERS)
 
 
-@dataclass(frozen=True)
+@section("site")
 class SiteSettings:
-    kind: str = "emulated"  # emulated | condor
+    kind: Annotated[str, one_of("emulated", "condor")] = "emulated"
     submit_root: str = ""  # condor: the Pegasus submit root to watch
     trace: str = ""  # emulated: WfFormat trace to replay ("" = the bundled one)
-    speedup: float = 60.0  # emulated: virtual seconds per wall second
+    speedup: Annotated[float, Positive] = 60.0  # emulated: virtual seconds per wall second
 
 
-@dataclass(frozen=True)
+@section("cloud")
 class CloudSettings:
-    kind: str = "emulated"  # emulated | ec2 | openstack
+    """Which cloud, and its section: ``cloud.<kind>`` holds the options of the provider of that name, which
+    validates them itself (``execute/providers``); ``cloud.worker`` the workers' user-data options."""
+
+    kind: Annotated[str, one_of(*CLOUD_KINDS)] = "emulated"
     pool: str = "wire-pool"
-    ec2: dict[str, Any] = field(default_factory=dict)  # Ec2Config fields
-    openstack: dict[str, Any] = field(default_factory=dict)  # OpenStackConfig fields
     worker: dict[str, Any] = field(default_factory=dict)  # WorkerConfig fields (user-data)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)  # how the provider's calls are retried
+    # Each provider's section, by the provider's name, as the file gives it (``cloud.<name>`` in YAML).
+    providers: dict[str, Any] = field(default_factory=dict)
+
+    __config_hidden__ = ("providers",)
+    __config_more__ = tuple(PROVIDERS)
+
+    def provider_section(self) -> dict[str, Any]:
+        """The raw options of the configured provider (empty for the emulated cloud or an absent section)."""
+        return self.providers.get(self.kind, {})
 
 
-@dataclass(frozen=True)
+@section("condor")
 class CondorSettings:
     """How the daemon reaches HTCondor on a real submit host (site.kind condor)."""
 
-    control: str = "htcondor"  # htcondor: boost JobPrio, drain and check workers; off: log what it would do
+    # htcondor: boost JobPrio, drain and check workers; off: log what it would do
+    control: Annotated[str, one_of("htcondor", "off")] = "htcondor"
     collector: str = ""  # host[:port]; "" = COLLECTOR_HOST from the HTCondor configuration
     schedd: str = ""  # schedd name; "" = the local schedd
     settle_s: float = 5.0  # a .dag unchanged this long (and no DAGMan file yet) is read as complete
 
 
-@dataclass(frozen=True)
+@section("log")
 class LogSettings:
     decisions_path: str = "decisions.jsonl"
     max_bytes: int = 10_000_000
     backups: int = 5
 
 
-@dataclass(frozen=True)
+@section("metrics")
 class MetricsSettings:
     enabled: bool = False
     address: str = "127.0.0.1"
     port: int = 9464
 
 
-@dataclass(frozen=True)
+@section("safe_state")
 class SafeStateSettings:
     """When a failing daemon stops changing the pool, and when it starts again (docs/decisions.md, "Safe state")."""
 
-    failed_iterations: int = 3  # this many iterations failing in a row enter the safe state; 0: never
-    unclean_starts: int = 3  # a start after this many unclean ends within window_s enters it; 0: never
-    window_s: float = 900.0  # longer than systemd's restart limit window (StartLimitIntervalSec=600)
-    recover_iterations: int = 3  # this many iterations succeeding in a row leave it
-
-    def validate(self) -> SafeStateSettings:
-        for key in ("failed_iterations", "unclean_starts"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"safe_state.{key} must be >= 0 (got {getattr(self, key)!r}; 0 turns it off)")
-        if not self.window_s > 0:
-            raise ConfigError(f"safe_state.window_s must be > 0 (got {self.window_s!r})")
-        if self.recover_iterations < 1:
-            raise ConfigError(f"safe_state.recover_iterations must be >= 1 (got {self.recover_iterations!r})")
-        return self
+    # this many iterations failing in a row enter the safe state; 0: never
+    failed_iterations: Annotated[int, AtLeastZero] = 3
+    # a start after this many unclean ends within window_s enters it; 0: never
+    unclean_starts: Annotated[int, AtLeastZero] = 3
+    window_s: Annotated[float, Positive] = (
+        900.0  # longer than systemd's restart limit window (StartLimitIntervalSec=600)
+    )
+    recover_iterations: Annotated[int, AtLeastOne] = 3  # this many iterations succeeding in a row leave it
 
 
-@dataclass(frozen=True)
-class Settings:
+@section("")
+class Settings(ReplayConfig):
+    """The whole file: the sections a replay decides with (``ReplayConfig``), and those of a real site."""
+
     site: SiteSettings = field(default_factory=SiteSettings)
     cloud: CloudSettings = field(default_factory=CloudSettings)
     condor: CondorSettings = field(default_factory=CondorSettings)
-    prediction: PredictionConfig = field(default_factory=PredictionConfig)
-    steering: SteeringConfig = field(default_factory=SteeringConfig)
-    emulation: EmulationConfig = field(default_factory=EmulationConfig)
     safety: SafetyConfig = field(default_factory=SafetyConfig)
-    policy: str = DEFAULT_POLICY  # the scaling policy (runtime/policies.py); the oracle only on the emulated site
-    pfa: PFAConfig = field(default_factory=PFAConfig)
-    memory: MemoryConfig = field(default_factory=MemoryConfig)  # request_memory right-sizing (off by default)
+    # the scaling policy (runtime/policies.py); the oracle only on the emulated site
+    policy: str = DEFAULT_POLICY
     state_path: str = "wire-daemon.sqlite"
     log: LogSettings = field(default_factory=LogSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
@@ -106,36 +113,45 @@ class Settings:
     scale_to_zero_on_exit: bool = False
     source: str = "<defaults>"
 
-    def validate(self) -> Settings:
-        try:
-            self.prediction.validate()
-            self.steering.validate()
-            self.emulation.validate()
-            self.safety.validate()
-            self.pfa.validate()
-            self.safe_state.validate()
-            self.memory.validate()
-            if self.memory.rightsizing and self.site.kind == "condor" and not self.memory.max_request_mib:
-                raise ConfigError("memory.rightsizing on a condor site needs memory.max_request_mib (the largest slot)")
-            _check_choice("policy", self.policy, POLICY_NAMES)
-            if policy_entry(self.policy).needs_truth and self.site.kind != "emulated":
-                raise ConfigError(f"policy {self.policy} needs the true task times: only the emulated site has them")
-            _check_choice("site.kind", self.site.kind, ("emulated", "condor"))
-            _check_choice("cloud.kind", self.cloud.kind, ("emulated", "ec2", "openstack"))
-            _check_choice("condor.control", self.condor.control, ("htcondor", "off"))
-            if self.site.kind == "condor" and self.cloud.kind == "emulated":
-                raise ConfigError("site.kind condor needs a real cloud: set cloud.kind to ec2 or openstack")
-            if self.site.kind == "condor" and not self.site.submit_root:
-                raise ConfigError("site.submit_root is required when site.kind is condor")
-            if self.site.kind == "emulated" and self.cloud.kind != "emulated":
-                raise ConfigError("site.kind emulated runs its own cloud: set cloud.kind to emulated")
-            if self.site.speedup <= 0:
-                raise ConfigError(f"site.speedup must be > 0 (got {self.site.speedup!r})")
-            if self.safety.max_instances < self.steering.max_instances:
-                raise ConfigError("safety.max_instances must be >= steering.max_instances (the guard is the hard cap)")
-        except ConfigError as exc:
-            raise ConfigError(f"{self.source}: {exc}") from None
-        return self
+    __config_hidden__ = ("source", "policy_options")
+    __config_more__ = staticmethod(lambda: tuple(option_sections()))
+
+    @field_validator("policy_options", mode="after")
+    @classmethod
+    def _options(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Each policy's options section (``pfa``, ...) validated by the model its policy declares."""
+        return parsed_options(given)
+
+    def __post_init__(self) -> None:
+        """The checks across sections; each section checked its own keys already."""
+        site, cloud = self.site.kind, self.cloud.kind
+        check(self.policy in POLICIES, f"policy must be one of {', '.join(POLICIES)} (got {self.policy!r})")
+        check(
+            not (self.memory.rightsizing and site == "condor" and not self.memory.max_request_mib),
+            "memory.rightsizing on a condor site needs memory.max_request_mib (the largest slot)",
+        )
+        check(
+            self.policy not in POLICIES or not policy_entry(self.policy).needs_truth or site == "emulated",
+            f"policy {self.policy} needs the true task times: only the emulated site has them",
+        )
+        real = " or ".join(PROVIDERS)
+        check(site != "condor" or cloud != "emulated", f"site.kind condor needs a real cloud: set cloud.kind to {real}")
+        check(site != "condor" or bool(self.site.submit_root), "site.submit_root is required when site.kind is condor")
+        check(
+            site != "emulated" or cloud == "emulated",
+            "site.kind emulated runs its own cloud: set cloud.kind to emulated",
+        )
+        check(
+            self.safety.max_instances >= self.steering.max_instances,
+            "safety.max_instances must be >= steering.max_instances (the guard is the hard cap)",
+        )
+
+
+def as_file(settings: Settings) -> dict[str, Any]:
+    """The effective settings laid out as the file gives them: ``cloud.<kind>`` and each policy's section."""
+    data = dataclasses.asdict(settings)
+    data["cloud"] |= data["cloud"].pop("providers")
+    return data | data.pop("policy_options")
 
 
 def check_paths(settings: Settings) -> None:
@@ -188,12 +204,29 @@ def load_settings(path: str | Path) -> Settings:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys")
     try:
-        settings = build_section(Settings, raw, source, key="")
-        return dataclasses.replace(settings, source=source).validate()
+        return parse(Settings, _as_given(raw, source) | {"source": source}, source)
     except WireError:
         raise
     except Exception as exc:  # whatever slipped past the checks: still one line naming the file, never a traceback
         raise ConfigError(f"{source}: cannot use the settings ({_why(exc)})") from None
+
+
+def _as_given(raw: dict[Any, Any], source: str) -> dict[Any, Any]:
+    """The file's mapping with each provider's ``cloud.<name>`` section gathered under ``cloud.providers``,
+    and each policy's options section (``pfa``) under ``policy_options``: their owners validate them."""
+    given = dict(raw)
+    cloud = given.get("cloud")
+    for inner in ("source", "policy_options"):  # fields of the settings, not keys of the file
+        if inner in given:
+            raise ConfigError(f"{source}: unknown key {inner}")
+    if isinstance(cloud, dict) and "providers" in cloud:
+        raise ConfigError(f"{source}: unknown key cloud.providers")
+    if isinstance(cloud, dict):
+        rest = {key: value for key, value in cloud.items() if key not in PROVIDERS}
+        given["cloud"] = rest | {"providers": {key: value for key, value in cloud.items() if key in PROVIDERS}}
+    sections = option_sections()
+    given["policy_options"] = {key: given.pop(key) for key in list(given) if key in sections}
+    return given
 
 
 def _why(exc: BaseException) -> str:
@@ -205,120 +238,6 @@ def _why(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def build_section(cls: type[T], raw: Any, source: str, key: str, fixed: dict[str, Any] | None = None) -> T:
-    """``cls`` from a config mapping: the one place a config dict becomes a dataclass.
-
-    Unknown, missing and mistyped keys are named with the file; keys in
-    ``fixed`` are set by another setting and may not be given here.
-    """
-    fixed = fixed or {}
-    where = f"{key}." if key else ""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: {key} must be a mapping")
-    hints = get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}  # type: ignore[arg-type]
-    for name in raw:
-        if name in fixed:
-            raise ConfigError(f"{source}: {where}{name} cannot be set here: {FIXED_BY.get(name, 'it is derived')}")
-    unknown = sorted(set(raw) - set(fields))
-    if unknown:
-        raise ConfigError(f"{source}: {_unknown_key(where + str(unknown[0]), sorted(set(fields) - set(fixed)))}")
-    missing = [n for n, f in fields.items() if _required(f) and n not in raw and n not in fixed]
-    if missing:
-        raise ConfigError(f"{source}: {key} is missing required key(s): {', '.join(missing)}")
-    values = {name: _converted(hints[name], value, source, f"{where}{name}") for name, value in raw.items()}
-    return cls(**(values | fixed))
-
-
-def _converted(kind: Any, value: Any, source: str, key: str) -> Any:
-    """``_convert``, with whatever it did not foresee named by the file and the key."""
-    try:
-        return _convert(kind, value, source, key)
-    except WireError:
-        raise
-    except Exception as exc:
-        raise ConfigError(f"{source}: {key} has a value that cannot be used ({_why(exc)})") from None
-
-
-# Keys that one setting owns, and where it lives (one place for each).
-FIXED_BY = {
-    "slots_per_instance": "the slot count is steering.slots_per_instance",
-    "slots": "the slot count is steering.slots_per_instance",
-    "cloud": "it is cloud.kind",
-    "pool": "it is cloud.pool",
-}
-# Keys that moved, and where to.
-MOVED = {
-    "safety.charging_unit_s": "steering.charging_unit_s (the one charging unit)",
-}
-
-
-def _unknown_key(key: str, known: list[str]) -> str:
-    if key in MOVED:
-        return f"{key} is no longer a setting: use {MOVED[key]}"
-    return f"unknown key {key} (known: {', '.join(known)})"
-
-
-def _required(f: dataclasses.Field[Any]) -> bool:
-    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-
-
-def _convert(kind: Any, value: Any, source: str, key: str) -> Any:
-    if dataclasses.is_dataclass(kind):
-        return build_section(kind, value, source, key)  # type: ignore[arg-type]
-    args = get_args(kind)
-    if type(None) in args:  # Optional[X]: null is allowed
-        return None if value is None else _convert(next(a for a in args if a is not type(None)), value, source, key)
-    origin = get_origin(kind)
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{source}: {key} must be a mapping")
-        if get_args(kind) == (str, str) and not all(isinstance(v, str) for v in [*value, *value.values()]):
-            raise ConfigError(f"{source}: {key} must map strings to strings (e.g. tags)")
-        return value
-    if origin is tuple and dataclasses.is_dataclass(args[0]):  # a list of mappings (steering.instance_types)
-        if not isinstance(value, list):
-            raise ConfigError(f"{source}: {key} must be a list of mappings (got {value!r})")
-        return tuple(build_section(args[0], v, source, f"{key}[{n}]") for n, v in enumerate(value))  # type: ignore[arg-type]
-    if origin is tuple:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{source}: {key} must be a list of strings (got {shown(value)})")
-        return tuple(value)
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{source}: {key} must be true or false (got {shown(value)})")
-        return value
-    if kind in (int, float):
-        return _number(kind, value, source, key)
-    if kind is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{source}: {key} must be a string (got {shown(value)})")
-        return value
-    raise ConfigError(f"{source}: {key} has an unsupported value {shown(value)}")
-
-
-def _number(kind: type, value: Any, source: str, key: str) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{source}: {key} must be a number (got {shown(value)})")
-    if isinstance(value, float) and not math.isfinite(value):  # YAML's .nan and .inf: every comparison misleads
-        raise ConfigError(f"{source}: {key} must be a finite number (got {value!r})")
-    if abs(value) > _LARGEST:
-        raise ConfigError(f"{source}: {key} is too large (more than {_LARGEST:.0e})")
-    if kind is int and not float(value).is_integer():
-        raise ConfigError(f"{source}: {key} must be a whole number (got {value!r})")
-    if key.endswith("_s") and value < 0:  # every *_s setting is a duration in seconds
-        raise ConfigError(f"{source}: {key} is a duration: it must be >= 0 (got {value!r})")
-    return kind(value)
-
-
-_LARGEST = 10**18  # beyond any count or duration a setting holds, and still exact as a float's order of magnitude
-
-
-def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{key} must be one of {', '.join(choices)} (got {value!r})")
-
-
 __all__ = [
     "Settings",
     "SiteSettings",
@@ -328,6 +247,7 @@ __all__ = [
     "MetricsSettings",
     "SafeStateSettings",
     "load_settings",
+    "as_file",
     "check_paths",
     "WireError",
 ]

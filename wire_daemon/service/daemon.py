@@ -50,6 +50,7 @@ from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import ControlChanged, Journal, NoticeBox
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.secrets import ScrubSecrets
+from wire_daemon.execute.providers import quieted_loggers
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
 from wire_daemon.runtime.control import PoolControl
@@ -111,7 +112,7 @@ def configure_logging(level: str = "INFO") -> None:
     root.addHandler(handler)
     root.setLevel(level.upper())
     quiet = logging.DEBUG if level.upper() == "DEBUG" else logging.WARNING
-    for chatty in ("botocore", "boto3", "urllib3", "openstack", "keystoneauth", "stevedore"):
+    for chatty in quieted_loggers():
         logging.getLogger(chatty).setLevel(quiet)  # the SDKs' INFO lines ("Found credentials ...") are noise here
 
 

@@ -204,7 +204,7 @@ def replay_config(setting: Setting, u_min: float, time_scale: float, seed: int) 
         max_instances=MAX_INSTANCES,
     )
     emulation = EmulationConfig(boot_lag_s=setting.boot_lag_s, time_scale=time_scale, seed=seed)
-    return ReplayConfig(PredictionConfig(), steering, emulation).validate()
+    return ReplayConfig(PredictionConfig(), steering, emulation)
 
 
 def group_of(intervals: float) -> str:

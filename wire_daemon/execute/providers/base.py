@@ -1,4 +1,4 @@
-"""The cloud driver interface shared by EC2 and OpenStack.
+"""What every cloud provider shares: the driver interface, its declaration (``Provider``) and the probe's helpers.
 
 Ownership lives in the cloud: every instance we launch carries tags (EC2) or
 metadata (OpenStack) naming the pool, so a restarted daemon asks the cloud
@@ -35,10 +35,13 @@ import logging
 import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from wire_daemon.core.errors import CloudConfigError, ConfigError
+from wire_daemon.core.config import SLOTS_PER_INSTANCE
+from wire_daemon.core.errors import CloudConfigError, CloudError, ConfigError
+from wire_daemon.core.extras import require
 from wire_daemon.core.instances import LIVE_STATES, UNUSABLE_STATES, CloudState, Instance
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.secrets import shown
@@ -109,12 +112,11 @@ class Ownership:
     daemon_id: str
     holder: str = ""
 
-    def validate(self) -> Ownership:
+    def __post_init__(self) -> None:
         check_name("cloud.pool", self.pool)
         check_name("cloud.daemon_id", self.daemon_id)
         if self.holder:
             check_name("lease holder", self.holder)
-        return self
 
     @property
     def lease_holder(self) -> str:
@@ -151,10 +153,16 @@ class CloudDriver(ABC):
 
     provider = "cloud"
 
-    def __init__(self, ownership: Ownership, slots_per_instance: int, user_data: str, retrier: Retrier | None) -> None:
-        self.ownership = ownership.validate()
+    def __init__(
+        self,
+        ownership: Ownership,
+        user_data: str,
+        retrier: Retrier | None,
+        slots_per_instance: int = SLOTS_PER_INSTANCE,
+    ) -> None:
+        self.ownership = ownership
         if slots_per_instance < 1:
-            raise ConfigError(f"cloud.slots_per_instance must be >= 1 (got {slots_per_instance!r})")
+            raise ConfigError(f"steering.slots_per_instance must be >= 1 (got {slots_per_instance!r})")
         self.slots_per_instance = slots_per_instance
         self.user_data = user_data
         # Several instance types (steering.instance_types): each one's slots and its workers' user-data.
@@ -323,3 +331,79 @@ class TokenReference:
     delivery: str  # ssm | secretsmanager | barbican | file | inline
     source: str
     region: str = ""
+
+
+class NotFound(Exception):
+    """What the probe asked about does not exist (for these credentials)."""
+
+
+class Unusable(Exception):
+    """It exists, and a launch with it would fail all the same."""
+
+
+def check(
+    call: str,
+    subject: str,
+    fn: Callable[[], Any],
+    summary: Callable[[Any], str],
+    outcome: Callable[[Exception], tuple[str, str]],
+    needed_by: str = "the daemon",
+) -> ProbeCheck:
+    """One probe call as one ``ProbeCheck``: ``summary`` words its reply, ``outcome`` the SDK's error."""
+    try:
+        return ProbeCheck(call, subject, WORKS, summary(fn()), needed_by)
+    except NotFound as exc:
+        return ProbeCheck(call, subject, NOT_FOUND, str(exc), needed_by)
+    except Unusable as exc:
+        return ProbeCheck(call, subject, PROBE_FAILED, str(exc), needed_by)
+    except Exception as exc:  # noqa: BLE001 - every answer becomes one line
+        found, detail = outcome(exc)
+        return ProbeCheck(call, subject, found, detail, needed_by)
+
+
+def mapped_outcome(error: CloudError) -> tuple[str, str]:
+    """A probe's outcome from the provider's own mapping of an SDK error."""
+    if error.kind == "auth":
+        return DENIED, error.detail
+    if error.kind == "not_found":
+        return NOT_FOUND, error.detail
+    prefix = "unreachable: " if error.kind == "transient" else ""
+    return PROBE_FAILED, prefix + error.detail
+
+
+# -- what a provider declares in its own module ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One cloud, as the rest of the daemon knows it: its module declares this, and one registry line adds it.
+
+    The SDK is an optional extra: the module imports it only when it talks to the cloud, so the
+    config section can be checked without it, and a missing extra is one clear line.
+    """
+
+    name: str  # cloud.kind, and the name of its config section cloud.<name>
+    config: type  # the config section, a pydantic section that validates itself
+    driver: Callable[..., CloudDriver]  # (config, ownership, user_data, retrier=..., slots_per_instance=...)
+    probe: Callable[..., list[ProbeCheck]]  # (config, ownership, token): read-only calls, one check each
+    extra: str  # the pip extra that installs its SDK
+    sdk: str  # the SDK's top-level module
+    deliveries: tuple[str, ...]  # where its workers may fetch the pool token; the first is the default
+    loggers: tuple[str, ...] = ()  # its libraries' loggers: quieted to warnings in the daemon's log
+    # Worker (cloud.worker) defaults that only this cloud has, e.g. where its images keep credentials.
+    worker_defaults: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def default_delivery(self) -> str:
+        return self.deliveries[0]
+
+    def driver_class(self) -> Callable[..., CloudDriver]:
+        self.require_sdk()
+        return self.driver
+
+    def probe_function(self) -> Callable[..., list[ProbeCheck]]:
+        self.require_sdk()
+        return self.probe
+
+    def require_sdk(self) -> None:
+        require(self.sdk, self.extra, f"cloud.kind {self.name}")

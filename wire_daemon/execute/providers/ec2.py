@@ -17,27 +17,20 @@ import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlparse
 
+from pydantic import Field
+
+from wire_daemon.core.config import SLOTS_PER_INSTANCE
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.secrets import shown
-from wire_daemon.execute.providers.base import (
-    DENIED,
-    NOT_FOUND,
-    PROBE_FAILED,
-    TAG_POOL,
-    TAG_REQUEST,
-    WORKS,
-    CloudDriver,
-    Ownership,
-    ProbeCheck,
-    TokenReference,
-    slots_from,
-)
+from wire_daemon.core.sections import check, section
+from wire_daemon.execute.providers import base
+from wire_daemon.execute.providers.base import TAG_POOL, TAG_REQUEST, CloudDriver
 from wire_daemon.execute.providers.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -63,31 +56,28 @@ _EC2_STATES = {
 }
 
 
-@dataclass(frozen=True)
+@section("cloud.ec2")
 class Ec2Config:
-    region: str
-    image_id: str
-    instance_type: str
+    """``cloud.ec2``; the slots per worker are steering.slots_per_instance (an instance type does not say)."""
+
+    region: Annotated[str, Field(min_length=1)]
+    image_id: Annotated[str, Field(min_length=1)]
+    instance_type: Annotated[str, Field(min_length=1)]
     subnet_id: str = ""
     security_group_ids: tuple[str, ...] = ()
     key_name: str = ""
     instance_profile: str = ""  # the workers' IAM instance profile: a name or an ARN
-    slots_per_instance: int = 4  # Condor slots per worker: an instance type does not say
     endpoint_url: str = ""  # a VPC endpoint, or a test server
     extra_tags: dict[str, str] = field(default_factory=dict)  # e.g. cost allocation
 
-    def validate(self) -> Ec2Config:
-        for key in ("region", "image_id", "instance_type"):
-            if not getattr(self, key):
-                raise ConfigError(f"cloud.ec2.{key} is required")
+    def __post_init__(self) -> None:
         check_endpoint(self.endpoint_url)
         check_region(self.region, custom_endpoint=bool(self.endpoint_url))
         check_ids(self)
-        if self.slots_per_instance < 1:
-            raise ConfigError(f"cloud.ec2.slots_per_instance must be >= 1 (got {self.slots_per_instance!r})")
-        if any(k.startswith("wire:") or k.startswith("aws:") for k in self.extra_tags):
-            raise ConfigError("cloud.ec2.extra_tags must not use the reserved prefixes 'wire:' or 'aws:'")
-        return self
+        check(
+            not any(k.startswith("wire:") or k.startswith("aws:") for k in self.extra_tags),
+            "cloud.ec2.extra_tags must not use the reserved prefixes 'wire:' or 'aws:'",
+        )
 
 
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
@@ -192,13 +182,14 @@ class Ec2Driver(CloudDriver):
     def __init__(
         self,
         config: Ec2Config,
-        ownership: Ownership,
+        ownership: base.Ownership,
         user_data: str,
         client: Any | None = None,
         retrier: Retrier | None = None,
+        slots_per_instance: int = SLOTS_PER_INSTANCE,
     ) -> None:
-        self.config = config.validate()
-        super().__init__(ownership, config.slots_per_instance, user_data, retrier)
+        self.config = config
+        super().__init__(ownership, user_data, retrier, slots_per_instance)
         self.client = client if client is not None else make_client(config)
 
     # -- one try of each call -----------------------------------------------
@@ -300,7 +291,7 @@ class Ec2Driver(CloudDriver):
         return Instance(
             instance_id=raw["InstanceId"],
             launch_time=launched.timestamp() if isinstance(launched, datetime) else 0.0,
-            slots=slots_from(tags, self.slots_per_instance),
+            slots=base.slots_from(tags, self.slots_per_instance),
             state=_STATES.get(raw.get("State", {}).get("Name", ""), CloudState.PENDING),
             address=raw.get("PrivateIpAddress", ""),
             instance_type=raw.get("InstanceType", ""),
@@ -423,11 +414,11 @@ def map_error(exc: Exception, operation: str) -> CloudError:
 
 def probe(
     config: Ec2Config,
-    ownership: Ownership,
-    token: TokenReference | None = None,
+    ownership: base.Ownership,
+    token: base.TokenReference | None = None,
     client: Any | None = None,
     ssm: Any | None = None,
-) -> list[ProbeCheck]:
+) -> list[base.ProbeCheck]:
     """Read-only calls with the configured credentials: one ``ProbeCheck`` each.
 
     DescribeInstances (this pool's tag), DescribeRegions (is the region
@@ -439,11 +430,10 @@ def probe(
     permission with this pool's tags), and the pool token's metadata
     (SSM DescribeParameters or Secrets Manager DescribeSecret: never its value).
     """
-    config = config.validate()
     try:
         ec2 = client if client is not None else make_client(config)
     except Exception as exc:  # noqa: BLE001 - e.g. no region: one line, not a traceback
-        return [ProbeCheck("ec2", "client", PROBE_FAILED, str(map_error(exc, "probe")))]
+        return [base.ProbeCheck("ec2", "client", base.PROBE_FAILED, str(map_error(exc, "probe")))]
     image: dict[str, Any] = {}  # what DescribeImages said, for the instance type's architecture
     checks = [
         _check(
@@ -529,7 +519,7 @@ def probe(
     return checks
 
 
-def _probe_token(config: Ec2Config, token: TokenReference, ssm: Any | None) -> list[ProbeCheck]:
+def _probe_token(config: Ec2Config, token: base.TokenReference, ssm: Any | None) -> list[base.ProbeCheck]:
     if token.delivery not in ("ssm", "secretsmanager"):
         return []
     import boto3
@@ -544,7 +534,7 @@ def _probe_token(config: Ec2Config, token: TokenReference, ssm: Any | None) -> l
             config=Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=30),
         )
     except Exception as exc:  # noqa: BLE001
-        return [ProbeCheck(service, "client", PROBE_FAILED, str(map_error(exc, "probe")))]
+        return [base.ProbeCheck(service, "client", base.PROBE_FAILED, str(map_error(exc, "probe")))]
     if service == "secretsmanager":
         return [
             _check(
@@ -560,7 +550,7 @@ def _probe_token(config: Ec2Config, token: TokenReference, ssm: Any | None) -> l
     def describe() -> Any:
         reply = client.describe_parameters(ParameterFilters=[{"Key": "Name", "Option": "Equals", "Values": [name]}])
         if not reply.get("Parameters"):
-            raise _NotFound(f"no SSM parameter named {name}")
+            raise base.NotFound(f"no SSM parameter named {name}")
         return reply
 
     return [
@@ -574,10 +564,6 @@ def _probe_token(config: Ec2Config, token: TokenReference, ssm: Any | None) -> l
     ]
 
 
-class _NotFound(Exception):
-    pass
-
-
 def _parameter_name(source: str) -> str:
     """An SSM parameter's name from a name or an ARN (``arn:aws:ssm:...:parameter/wire/x`` is ``/wire/x``)."""
     if source.startswith("arn:"):
@@ -586,30 +572,26 @@ def _parameter_name(source: str) -> str:
     return source
 
 
-class _Unusable(Exception):
-    """It exists, and a launch with it would fail all the same."""
-
-
 def _image_summary(reply: dict[str, Any], seen: dict[str, Any]) -> str:
     images = reply.get("Images", [])
     if not images:
-        raise _NotFound("no such image visible to this account")
+        raise base.NotFound("no such image visible to this account")
     image = images[0]
     seen.update(image)
     if image.get("State", "available") != "available":
-        raise _Unusable(f"{image.get('Name', '?')} is {image.get('State')}, not available: launches would fail")
+        raise base.Unusable(f"{image.get('Name', '?')} is {image.get('State')}, not available: launches would fail")
     return f"{image.get('Name', '?')} ({image.get('State', '?')}, {image.get('Architecture', '?')})"
 
 
 def _type_summary(reply: dict[str, Any], image: dict[str, Any]) -> str:
     types = reply.get("InstanceTypes", [])
     if not types:
-        raise _NotFound("no such instance type in this region")
+        raise base.NotFound("no such instance type in this region")
     found = types[0]
     arches = found.get("ProcessorInfo", {}).get("SupportedArchitectures", [])
     wanted = image.get("Architecture")
     if wanted and arches and wanted not in arches:
-        raise _Unusable(f"it runs {', '.join(arches)}; the image is {wanted}")
+        raise base.Unusable(f"it runs {', '.join(arches)}; the image is {wanted}")
     vcpus = found.get("VCpuInfo", {}).get("DefaultVCpus", "?")
     return f"{vcpus} vCPU, {found.get('MemoryInfo', {}).get('SizeInMiB', '?')} MiB, {', '.join(arches) or '?'}"
 
@@ -617,32 +599,19 @@ def _type_summary(reply: dict[str, Any], image: dict[str, Any]) -> str:
 def _region_summary(reply: dict[str, Any], config: Ec2Config) -> str:
     regions = reply.get("Regions", [])
     if not regions:
-        raise _NotFound(f"this account sees no region {config.region}")
+        raise base.NotFound(f"this account sees no region {config.region}")
     region = regions[0]
     status = region.get("OptInStatus", "")
     if status == "not-opted-in":
-        raise _Unusable(f"{config.region} is not enabled for this account (an opt-in region)")
+        raise base.Unusable(f"{config.region} is not enabled for this account (an opt-in region)")
     endpoint = config.endpoint_url or region.get("Endpoint", "?")
     return f"endpoint {endpoint}" + (f" ({status})" if status else "")
 
 
 def _check(
-    call: str,
-    subject: str,
-    fn: Callable[[], Any],
-    summary: Callable[[Any], str],
-    needed_by: str = "the daemon",
-) -> ProbeCheck:
-    try:
-        reply = fn()
-        return ProbeCheck(call, subject, WORKS, summary(reply), needed_by)
-    except _NotFound as exc:
-        return ProbeCheck(call, subject, NOT_FOUND, str(exc), needed_by)
-    except _Unusable as exc:
-        return ProbeCheck(call, subject, PROBE_FAILED, str(exc), needed_by)
-    except Exception as exc:  # noqa: BLE001 - every answer becomes one line
-        outcome, detail = _outcome(exc)
-        return ProbeCheck(call, subject, outcome, detail, needed_by)
+    call: str, subject: str, fn: Callable[[], Any], summary: Callable[[Any], str], needed_by: str = "the daemon"
+) -> base.ProbeCheck:
+    return base.check(call, subject, fn, summary, _outcome, needed_by)
 
 
 def _outcome(exc: Exception) -> tuple[str, str]:
@@ -654,19 +623,19 @@ def _outcome(exc: Exception) -> tuple[str, str]:
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         message = _short(str(error.get("Message", "")) or code)
         if code == "DryRunOperation":
-            return WORKS, "allowed (nothing launched)"
+            return base.WORKS, "allowed (nothing launched)"
         kind = kind_of_code(code, status)
         if kind == "auth" or status == 403:
-            return DENIED, f"{code}: {message}" if code != str(status) else f"HTTP {status}"
+            return base.DENIED, f"{code}: {message}" if code != str(status) else f"HTTP {status}"
         if "NotFound" in code or kind == "not_found" or code in _MISSING:
-            return NOT_FOUND, f"{code}: {message}"
-        return PROBE_FAILED, f"{code}: {message}"
+            return base.NOT_FOUND, f"{code}: {message}"
+        return base.PROBE_FAILED, f"{code}: {message}"
     error = map_error(exc, "probe")
     if error.kind == "auth":
-        return DENIED, _short(str(error))
+        return base.DENIED, _short(str(error))
     if error.kind == "transient":
-        return PROBE_FAILED, "unreachable: " + _short(str(error))
-    return PROBE_FAILED, _short(str(error))
+        return base.PROBE_FAILED, "unreachable: " + _short(str(error))
+    return base.PROBE_FAILED, _short(str(error))
 
 
 _MISSING = {"InvalidInstanceType", "InvalidAMIID.Unavailable", "InvalidParameterValue.InvalidRegion"}
@@ -676,3 +645,15 @@ def _short(text: str) -> str:
     """One line: the first line of a message, XML wrappers dropped."""
     found = re.search(r"<Message>(.*?)</Message>", text, re.S)
     return CloudError.clean(found.group(1) if found else text)
+
+
+PROVIDER = base.Provider(
+    name="ec2",
+    config=Ec2Config,
+    driver=Ec2Driver,
+    probe=probe,
+    extra="ec2",
+    sdk="boto3",
+    deliveries=("ssm", "secretsmanager", "file", "inline"),
+    loggers=("botocore", "boto3", "urllib3"),
+)

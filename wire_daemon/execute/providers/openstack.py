@@ -24,27 +24,18 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from wire_daemon.core.config import SLOTS_PER_INSTANCE
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.secrets import looks_like_secret, shown
-from wire_daemon.execute.providers.base import (
-    DENIED,
-    NOT_FOUND,
-    PROBE_FAILED,
-    TAG_INDEX,
-    TAG_POOL,
-    TAG_REQUEST,
-    WORKS,
-    CloudDriver,
-    Ownership,
-    ProbeCheck,
-    TokenReference,
-    slots_from,
-)
+from wire_daemon.core.sections import section
+from wire_daemon.execute.providers import base
+from wire_daemon.execute.providers.base import TAG_INDEX, TAG_POOL, TAG_REQUEST, CloudDriver
 from wire_daemon.execute.providers.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -69,24 +60,20 @@ _STATES = {
 }
 
 
-@dataclass(frozen=True)
+@section("cloud.openstack")
 class OpenStackConfig:
-    flavor: str  # name or id
-    image_id: str
-    network_id: str
+    """``cloud.openstack``; the slots per worker are steering.slots_per_instance (a flavor does not say)."""
+
+    flavor: Annotated[str, Field(min_length=1)]  # name or id
+    image_id: Annotated[str, Field(min_length=1)]
+    network_id: Annotated[str, Field(min_length=1)]
     cloud: str = ""  # a clouds.yaml entry; empty: the OS_* environment
     region_name: str = ""
     key_name: str = ""
     security_groups: tuple[str, ...] = ()
-    slots_per_instance: int = 4  # Condor slots per worker: a flavor does not say
     config_drive: bool = False  # deliver user-data on a config drive instead of the metadata service
 
-    def validate(self) -> OpenStackConfig:
-        for key in ("flavor", "image_id", "network_id"):
-            if not getattr(self, key):
-                raise ConfigError(f"cloud.openstack.{key} is required")
-        if self.slots_per_instance < 1:
-            raise ConfigError(f"cloud.openstack.slots_per_instance must be >= 1 (got {self.slots_per_instance!r})")
+    def __post_init__(self) -> None:
         for key in ("image_id", "network_id"):  # Nova takes these by id only; a name fails at the first launch
             if not _UUID.match(getattr(self, key)):
                 raise ConfigError(
@@ -94,7 +81,6 @@ class OpenStackConfig:
                     f"(got {shown(getattr(self, key))}; 'openstack image list' / 'network list' show the ids)"
                 )
         check_cloud_entry(self.cloud, self.region_name)
-        return self
 
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -150,14 +136,15 @@ class OpenStackDriver(CloudDriver):
     def __init__(
         self,
         config: OpenStackConfig,
-        ownership: Ownership,
+        ownership: base.Ownership,
         user_data: str,
         connection: Any | None = None,
         retrier: Retrier | None = None,
         clock: Callable[[], float] = time.time,
+        slots_per_instance: int = SLOTS_PER_INSTANCE,
     ) -> None:
-        self.config = config.validate()
-        super().__init__(ownership, config.slots_per_instance, user_data, retrier)
+        self.config = config
+        super().__init__(ownership, user_data, retrier, slots_per_instance)
         self._conn = connection
         self.clock = clock
         self._flavor_ids: dict[str, str] = {}  # flavor name -> id, looked up once each
@@ -285,7 +272,7 @@ class OpenStackDriver(CloudDriver):
         return Instance(
             instance_id=server.id,
             launch_time=_timestamp(server.created_at) or self.clock(),
-            slots=slots_from(metadata, self.slots_per_instance),
+            slots=base.slots_from(metadata, self.slots_per_instance),
             state=_state(server),
             address=_fixed_ipv4(server.addresses),
             instance_type=_flavor_name(server.flavor) or self.config.flavor,
@@ -416,19 +403,21 @@ def _find_message(body: Any) -> str:
 
 
 def probe(
-    config: OpenStackConfig, ownership: Ownership, token: TokenReference | None = None, connection: Any | None = None
-) -> list[ProbeCheck]:
+    config: OpenStackConfig,
+    ownership: base.Ownership,
+    token: base.TokenReference | None = None,
+    connection: Any | None = None,
+) -> list[base.ProbeCheck]:
     """Read-only calls with the configured credentials: the region's compute endpoint, servers list,
     image (active?), flavor, network, and the key pair and security groups the config names.
 
     The pool token (a Barbican secret) is read by the workers with their own
     application credential, not the daemon's: it is not probed.
     """
-    config = config.validate()
     try:
         conn = connection if connection is not None else make_connection(config)
     except Exception as exc:  # noqa: BLE001 - an incomplete clouds.yaml: one line
-        return [ProbeCheck("openstack", "connection", PROBE_FAILED, str(map_error(exc, "probe")))]
+        return [base.ProbeCheck("openstack", "connection", base.PROBE_FAILED, str(map_error(exc, "probe")))]
 
     def endpoint() -> str:
         url = conn.compute.get_endpoint()  # authenticates, then picks the region's entry from the catalog
@@ -441,7 +430,7 @@ def probe(
     def image() -> str:
         found = conn.image.get_image(config.image_id)
         if (found.status or "active") != "active":
-            raise _Unusable(f"{found.name or found.id} is {found.status}, not active: launches would fail")
+            raise base.Unusable(f"{found.name or found.id} is {found.status}, not active: launches would fail")
         return f"{found.name or found.id} ({found.status})"
 
     def flavor() -> str:
@@ -450,7 +439,7 @@ def probe(
         try:
             found = conn.compute.find_flavor(config.flavor, ignore_missing=False)
         except NotFoundException:
-            raise _NotFound(f"no flavor named or with id {config.flavor!r}") from None
+            raise base.NotFound(f"no flavor named or with id {config.flavor!r}") from None
         return f"{found.name}: {found.vcpus} vCPU, {found.ram} MB"
 
     def network() -> str:
@@ -463,7 +452,7 @@ def probe(
         try:
             conn.compute.find_keypair(config.key_name, ignore_missing=False)
         except NotFoundException:
-            raise _NotFound(f"no key pair named {config.key_name!r} for these credentials") from None
+            raise base.NotFound(f"no key pair named {config.key_name!r} for these credentials") from None
         return "found"
 
     def groups() -> str:
@@ -473,7 +462,7 @@ def probe(
             try:
                 conn.network.find_security_group(name, ignore_missing=False)
             except NotFoundException:
-                raise _NotFound(f"no security group {name!r} in this project") from None
+                raise base.NotFound(f"no security group {name!r} in this project") from None
         return f"{len(config.security_groups)} found"
 
     checks = [
@@ -490,7 +479,7 @@ def probe(
         checks.append(_check("neutron GET /v2.0/security-groups", subject, groups, "this probe"))
     if token is not None and token.delivery == "barbican":
         checks.append(
-            ProbeCheck(
+            base.ProbeCheck(
                 "barbican",
                 f"pool token secret {token.source}",
                 "not probed",
@@ -501,27 +490,19 @@ def probe(
     return checks
 
 
-class _NotFound(Exception):
-    pass
+def _check(call: str, subject: str, fn: Callable[[], str], needed_by: str = "the daemon") -> base.ProbeCheck:
+    return base.check(call, subject, fn, str, lambda exc: base.mapped_outcome(map_error(exc, "probe")), needed_by)
 
 
-class _Unusable(Exception):
-    """It exists, and a launch with it would fail all the same."""
-
-
-def _check(call: str, subject: str, fn: Callable[[], str], needed_by: str = "the daemon") -> ProbeCheck:
-    try:
-        return ProbeCheck(call, subject, WORKS, fn(), needed_by)
-    except _NotFound as exc:
-        return ProbeCheck(call, subject, NOT_FOUND, str(exc), needed_by)
-    except _Unusable as exc:
-        return ProbeCheck(call, subject, PROBE_FAILED, str(exc), needed_by)
-    except Exception as exc:  # noqa: BLE001 - every answer becomes one line
-        error = map_error(exc, "probe")
-        detail = error.detail
-        if error.kind == "auth":
-            return ProbeCheck(call, subject, DENIED, detail, needed_by)
-        if error.kind == "not_found":
-            return ProbeCheck(call, subject, NOT_FOUND, detail, needed_by)
-        prefix = "unreachable: " if error.kind == "transient" else ""
-        return ProbeCheck(call, subject, PROBE_FAILED, prefix + detail, needed_by)
+PROVIDER = base.Provider(
+    name="openstack",
+    config=OpenStackConfig,
+    driver=OpenStackDriver,
+    probe=probe,
+    extra="openstack",
+    sdk="openstack",
+    deliveries=("barbican", "file", "inline"),
+    loggers=("openstack", "keystoneauth", "stevedore", "urllib3"),
+    # Where the images keep the application credential the workers read the Barbican secret with.
+    worker_defaults={"os_credentials_file": "/etc/wire-worker/openstack.env"},
+)

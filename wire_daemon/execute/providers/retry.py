@@ -13,33 +13,29 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
-from wire_daemon.core.errors import CloudError, ConfigError
+from wire_daemon.core.errors import CloudError
+from wire_daemon.core.sections import AtLeastOne, AtLeastZero, Positive, check, section
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@section("cloud.retry")
 class RetryPolicy:
-    max_attempts: int = 5
-    base_delay_s: float = 1.0
-    max_delay_s: float = 20.0
+    """``cloud.retry``: how a real cloud's calls are retried."""
+
+    max_attempts: Annotated[int, AtLeastOne] = 5
+    base_delay_s: Annotated[float, Positive] = 1.0
+    max_delay_s: Annotated[float, Positive] = 20.0
     # Give up rather than sleep past this, counted from the first attempt, so one
     # call cannot hold the MAPE interval (about 3 min) for long.
-    max_total_s: float = 60.0
+    max_total_s: Annotated[float, AtLeastZero] = 60.0
 
-    def validate(self) -> RetryPolicy:
-        if self.max_attempts < 1:
-            raise ConfigError(f"cloud.retry.max_attempts must be >= 1 (got {self.max_attempts!r})")
-        if not 0 < self.base_delay_s <= self.max_delay_s:
-            raise ConfigError("cloud.retry needs 0 < base_delay_s <= max_delay_s")
-        if self.max_total_s < 0:
-            raise ConfigError(f"cloud.retry.max_total_s must be >= 0 (got {self.max_total_s!r})")
-        return self
+    def __post_init__(self) -> None:
+        check(self.base_delay_s <= self.max_delay_s, "cloud.retry.base_delay_s must not exceed cloud.retry.max_delay_s")
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         """Sleep before attempt ``attempt + 1``: "equal jitter" over a doubling cap.
@@ -61,7 +57,7 @@ class Retrier:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
-        self.policy = (policy or RetryPolicy()).validate()
+        self.policy = policy or RetryPolicy()
         self.sleep = sleep
         self.clock = clock
         self.rng = rng or random.Random()
