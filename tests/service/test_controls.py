@@ -419,3 +419,20 @@ def test_terminate_all_says_which_instances_it_terminated(tmp_path, capsys, monk
     assert out.endswith(f": 2 instance(s) terminated now: {', '.join(pool)}; pool held at 0")
     assert s.live() == []
     s.daemon._shutdown()
+
+
+def test_an_action_given_before_a_restart_is_reported_done_after_it(tmp_path):
+    s = Stepper(tmp_path)
+    s.ask("hold", 2)
+    s.step()
+    s.step()
+    s.ask("terminate-all")
+    s.daemon._apply_controls()  # applied, then the daemon stops before the decision that carries it out
+    assert s.daemon.store.controls()[-1].outcome.startswith("pending: terminate-all at the next decision")
+    s.daemon._shutdown()
+
+    again = Daemon(load_settings(s.config), str(s.config), sleep=lambda x: None)
+    again.runtime.sleep_until(s.t)
+    again._iterate(again.runtime.now())
+    assert again.store.controls()[-1].outcome.startswith("done: ")
+    again._shutdown()

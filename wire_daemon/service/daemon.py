@@ -181,6 +181,12 @@ class Daemon:
             control = self.runtime.control
             control.mode, control.count, control.action = restored.mode, restored.count, restored.action
             control.command, control.since = restored.command, restored.since
+        if self.runtime.control.action:  # given before the restart, not carried out yet: its command still waits
+            self.actions_given = [
+                c.seq
+                for c in self.store.controls(last=50)
+                if c.command in _ACTIONS and (c.outcome or "").startswith("pending")
+            ]
 
     @property
     def loop(self) -> MapeLoop:
