@@ -1,8 +1,9 @@
 """The state file's disk filled up mid-run: ``wire-daemon run`` on moto, its state on a small tmpfs (root only).
 
-The state file lives on a tmpfs of ``FullDiskPlan.size_kib`` (1 MiB: room
-for the state of the whole run, so that only the filler fills it); the
-decisions log and the submit root do not. Once the endpoint lists a live
+The state file lives on a tmpfs of ``FullDiskPlan.size_kib`` (256 KiB: the
+daemon's state, its write-ahead log checkpointed small, takes about 210 KiB
+of it, so that only the filler fills it); the decisions log and the submit
+root do not. Once the endpoint lists a live
 instance, a filler file takes every byte left; the workload goes on (the
 daemon launches and releases with its writes kept in memory) for
 ``full_s``; the filler is then removed. Measured:
@@ -39,7 +40,7 @@ ROOM_AGAIN = "room on its disk again"
 
 @dataclass(frozen=True)
 class FullDiskPlan:
-    size_kib: int = 1024
+    size_kib: int = 256
     live_at_least: int = 1  # fill the disk once the endpoint lists this many live instances
     wait_s: float = 40.0  # for that many, then fill it anyway
     full_s: float = 12.0  # how long the disk stays full
