@@ -19,6 +19,7 @@ from wire_daemon.core.errors import (
     CloudTransientError,
     ConfigError,
 )
+from wire_daemon.core.pricing import Market
 from wire_daemon.execute.providers.base import (
     TAG_DAEMON,
     TAG_LEASE,
@@ -145,6 +146,17 @@ def test_launch_tags_instances_and_passes_user_data_and_config(driver, ownership
         a["IamInstanceProfile"]["Arn"].rsplit("/", 1)[-1] for a in associations["IamInstanceProfileAssociations"]
     }
     assert profiles == {"wire-worker"}
+
+
+def test_a_spot_launch_buys_spot_and_the_listing_says_which_market_each_instance_is_on(driver, boto_client):
+    cloud = driver()
+    (spot,) = cloud.launch(1, "req-spot", market=Market.SPOT)
+    (plain,) = cloud.launch(1, "req-plain")
+    assert spot.market is Market.SPOT and plain.market is Market.ON_DEMAND
+    listed = {i.instance_id: i.market for i in cloud.list_instances()}
+    assert listed == {spot.instance_id: Market.SPOT, plain.instance_id: Market.ON_DEMAND}
+    raw = boto_client().describe_instances(InstanceIds=[spot.instance_id])["Reservations"][0]["Instances"][0]
+    assert raw["InstanceLifecycle"] == "spot"
 
 
 def test_lists_every_instance_of_our_pool_whichever_daemon_launched_it(driver, ownership, boto_client, network):

@@ -28,6 +28,7 @@ from wire_daemon.core.errors import (
     CloudThrottledError,
     CloudTransientError,
 )
+from wire_daemon.core.pricing import Market
 from wire_daemon.execute.providers.base import (
     TAG_DAEMON,
     TAG_INDEX,
@@ -521,3 +522,8 @@ def test_dropped_connections_are_transient(nova, driver, fake_time):
 )
 def test_status_table(status, message, kind):
     assert kind_of_status(status, message) == kind
+
+
+def test_a_spot_launch_is_refused_in_one_line_before_any_call(driver):
+    with pytest.raises(CloudConfigError, match="does not buy spot capacity"):
+        driver().launch(1, "req-spot", market=Market.SPOT)

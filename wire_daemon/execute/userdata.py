@@ -41,6 +41,7 @@ from wire_daemon.execute.providers.base import check_name
 
 EXECUTE_TEMPLATE = "wire-execute.conf.in"
 BOOT_TEMPLATE = "wire-worker-boot.sh.in"
+SPOT_WATCH_SCRIPT = "wire-spot-watch.sh"  # no placeholders: the same on every worker
 CLOUD_INIT_TEMPLATE = "worker-cloud-init.yaml.in"
 TOKEN_PATH = "/etc/condor/tokens.d/wire-pool"
 # The workers' administration key: the only IDTOKENS signing key a worker holds. Tokens signed with it are
@@ -304,6 +305,7 @@ def render_user_data(config: WorkerConfig, template_dir: Path | None = None) -> 
         "CONDOR_HOST": config.condor_host,
         "EXECUTE_CONFIG": render_execute_config(config, template_dir),
         "BOOT_SCRIPT": render_boot_script(config, template_dir),
+        "SPOT_WATCH_SCRIPT": _template(SPOT_WATCH_SCRIPT, template_dir),
         "INLINE_TOKEN_FILE": inline,
         "INLINE_ADMIN_KEY_FILE": inline_key,
     }

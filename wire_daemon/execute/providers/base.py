@@ -152,6 +152,8 @@ class CloudDriver(ABC):
     """
 
     provider = "cloud"
+    # The markets this cloud sells through the driver; a launch on another is refused before any call.
+    markets: frozenset[Market] = frozenset({Market.ON_DEMAND})
 
     def __init__(
         self,
@@ -198,8 +200,10 @@ class CloudDriver(ABC):
 
         ``instance_type``: the EC2 instance type or OpenStack flavor of this launch; "": the configured one.
         """
-        if market is not Market.ON_DEMAND:
-            raise CloudConfigError(self.provider, "launch", f"the {self.provider} driver buys on-demand capacity only")
+        if market not in self.markets:
+            raise CloudConfigError(
+                self.provider, "launch", f"the {self.provider} driver does not buy {market} capacity"
+            )
         if count < 0:
             raise ConfigError(f"launch count must be >= 0 (got {count!r})")
         if count == 0:
@@ -209,7 +213,7 @@ class CloudDriver(ABC):
 
         def attempt() -> list[Instance]:
             existing = self._find_request(rid)
-            return self._launch_missing(count, rid, data, existing, instance_type)
+            return self._launch_missing(count, rid, data, existing, instance_type, market)
 
         launched = self.retrier.call("launch", attempt)
         log.info(
@@ -275,9 +279,16 @@ class CloudDriver(ABC):
 
     @abstractmethod
     def _launch_missing(
-        self, count: int, request_id: str, user_data: str, existing: list[Instance], instance_type: str = ""
+        self,
+        count: int,
+        request_id: str,
+        user_data: str,
+        existing: list[Instance],
+        instance_type: str = "",
+        market: Market = Market.ON_DEMAND,
     ) -> list[Instance]:
-        """One try: make the request hold ``count`` instances (of ``instance_type``), given those that exist."""
+        """One try: make the request hold ``count`` instances (of ``instance_type``, on ``market``), given
+        those that exist."""
 
     @abstractmethod
     def _terminate(self, instance_ids: list[str]) -> None:

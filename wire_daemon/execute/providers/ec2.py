@@ -27,6 +27,7 @@ from pydantic import Field
 from wire_daemon.core.config import SLOTS_PER_INSTANCE
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import CloudState, Instance
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.secrets import shown
 from wire_daemon.core.sections import check, section
 from wire_daemon.execute.providers import base
@@ -178,6 +179,8 @@ def make_client(config: Ec2Config) -> Any:
 
 class Ec2Driver(CloudDriver):
     provider = "ec2"
+    # Spot through RunInstances' market option: a one-time request that ends the instance when reclaimed.
+    markets = frozenset({Market.ON_DEMAND, Market.SPOT})
 
     def __init__(
         self,
@@ -203,7 +206,13 @@ class Ec2Driver(CloudDriver):
         return sorted(found, key=lambda i: i.instance_id)
 
     def _launch_missing(
-        self, count: int, request_id: str, user_data: str, existing: list[Instance], instance_type: str = ""
+        self,
+        count: int,
+        request_id: str,
+        user_data: str,
+        existing: list[Instance],
+        instance_type: str = "",
+        market: Market = Market.ON_DEMAND,
     ) -> list[Instance]:
         if existing:
             # run_instances is all or nothing (MinCount = MaxCount): the request ran.
@@ -212,7 +221,7 @@ class Ec2Driver(CloudDriver):
             return existing
         self._check_user_data(user_data, USER_DATA_LIMIT)
         with self._errors("launch"):
-            reply = self.client.run_instances(**self._run_args(count, request_id, user_data, instance_type))
+            reply = self.client.run_instances(**self._run_args(count, request_id, user_data, instance_type, market))
         return [self._instance(raw) for raw in reply.get("Instances", [])]
 
     def _terminate(self, instance_ids: list[str]) -> None:
@@ -228,7 +237,9 @@ class Ec2Driver(CloudDriver):
 
     # -- helpers --------------------------------------------------------------
 
-    def _run_args(self, count: int, request_id: str, user_data: str, instance_type: str = "") -> dict[str, Any]:
+    def _run_args(
+        self, count: int, request_id: str, user_data: str, instance_type: str = "", market: Market = Market.ON_DEMAND
+    ) -> dict[str, Any]:
         cfg = self.config
         tags = {**cfg.extra_tags, **self.ownership.tags(request_id, self.slots_for(instance_type))}
         tags["Name"] = f"{self.ownership.pool}-{request_id}"
@@ -246,6 +257,9 @@ class Ec2Driver(CloudDriver):
                 {"ResourceType": "volume", "Tags": tag_list},
             ],
         }
+        if market is Market.SPOT:
+            spot = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
+            args["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         if cfg.subnet_id:
             args["SubnetId"] = cfg.subnet_id
         if cfg.security_group_ids:
@@ -296,6 +310,7 @@ class Ec2Driver(CloudDriver):
             address=raw.get("PrivateIpAddress", ""),
             instance_type=raw.get("InstanceType", ""),
             request_id=tags.get(TAG_REQUEST, ""),
+            market=Market.SPOT if raw.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND,
         )
 
     @contextmanager
