@@ -1,4 +1,4 @@
-"""The real-pool harness: a real HTCondor pool in a trixie chroot, workers booted from rendered user-data.
+"""The real-pool harness: a real HTCondor pool in a Debian chroot, workers booted from rendered user-data.
 
 Needs root (debootstrap, chroot, mount namespaces). Without root every test
 here is skipped with one line saying so; with CI set (CI=true) nothing here
@@ -6,6 +6,9 @@ ever skips: no root, or a setup that fails, fails the tests. Knobs (environment)
 
 * WIRE_REALPOOL_CACHE: where the chroot is cached (default /var/cache/wire-daemon/realpool);
 * WIRE_REALPOOL_MIRROR: the Debian mirror for debootstrap (default: the host's own, from its apt sources);
+* WIRE_REALPOOL_SUITE: the Debian suite of the chroot, so the HTCondor series of the pool (default trixie,
+  HTCondor 23.x; sid has 25.x). The bindings in the venv must be of a supported series (README, "Install");
+  ``benchmarks/realpool_series.py`` runs the daemon's test once per series, each with its own bindings;
 * WIRE_REALPOOL_WORKDIR: parent of the pool work dirs (default /var/tmp/wire-realpool; never under /tmp);
 * WIRE_REALPOOL_KEEP=1: keep the work dir (logs of every daemon) after the run.
 
@@ -14,6 +17,7 @@ Run them (as root, from the repository): ``.venv/bin/python -m pytest tests/real
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import shutil
@@ -24,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from wire_lab.realpool.chroot import ensure_chroot
+from wire_lab.realpool.chroot import ensure_chroot, stamp_info
 from wire_lab.realpool.errors import RealPoolError
 from wire_lab.realpool.hypervisor import Hypervisor, ec2_client, pool_booter
 from wire_lab.realpool.pool import PersonalPool
@@ -33,6 +37,7 @@ REGION = "us-east-1"
 BOOT_LAG_S = 3.0  # short, for tests; the hypervisor's default is 20 s
 NOT_ROOT = "realpool tests need root to build the chroot and run HTCondor (run as root to enable them)"
 TIMINGS: dict[str, float] = {}
+VERSIONS: dict[str, str] = {}  # the pool's suite and HTCondor, and the bindings that talk to it
 
 
 def cannot_run(message: str) -> None:
@@ -52,7 +57,19 @@ def realpool_chroot() -> Path:
     except RealPoolError as exc:
         cannot_run(f"realpool setup failed: {exc}")
     TIMINGS["chroot_ready_s"] = time.monotonic() - started
+    VERSIONS.update(_versions(root))
     return root
+
+
+def _versions(root: Path) -> dict[str, str]:
+    # The bindings' version from their metadata: importing htcondor2 here would read its config before the pool's.
+    stamp = stamp_info(root)
+    server = stamp.get("condor_version", "").split()
+    return {
+        "suite": stamp.get("suite", "?"),
+        "server": server[1] if len(server) > 1 else "?",
+        "bindings": importlib.metadata.version("htcondor"),
+    }
 
 
 @pytest.fixture(scope="package")
@@ -139,5 +156,7 @@ def wire_pool_name() -> str:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if VERSIONS:
+        terminalreporter.write_line("realpool versions: " + ", ".join(f"{k}={v}" for k, v in VERSIONS.items()))
     if TIMINGS:
         terminalreporter.write_line("realpool timings: " + ", ".join(f"{k}={v:.1f}" for k, v in TIMINGS.items()))

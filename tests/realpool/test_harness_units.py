@@ -1,4 +1,4 @@
-"""The harness's own pure parts, without root or HTCondor: mirror lookup, path remapping, user-data parsing."""
+"""The harness's own pure parts, without root or HTCondor: mirror lookup, suite choice, path remapping, user-data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wire_lab.realpool.chroot import DEFAULT_MIRROR, host_mirror
+from wire_lab.realpool.chroot import DEFAULT_MIRROR, ChrootSpec, bindings_requirement, host_mirror
 from wire_lab.realpool.errors import RealPoolError
 from wire_lab.realpool.hypervisor import Hypervisor
 from wire_lab.realpool.worker import REMAPPED, boot_settings, parse_cloud_config, remap, render_user_data
@@ -32,6 +32,34 @@ def test_mirror_from_deb822_sources_skips_security(tmp_path: Path) -> None:
         },
     )
     assert host_mirror(apt) == "http://mirror.example/debian"
+
+
+def test_the_suite_comes_from_the_environment_and_has_its_own_chroot(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WIRE_REALPOOL_CACHE", "/cache")
+    monkeypatch.delenv("WIRE_REALPOOL_SUITE", raising=False)
+    assert ChrootSpec.from_env().root == Path("/cache/trixie-condor")
+    monkeypatch.setenv("WIRE_REALPOOL_SUITE", "sid")
+    assert ChrootSpec.from_env().root == Path("/cache/sid-condor")
+    monkeypatch.setenv("WIRE_REALPOOL_SUITE", "../etc")
+    with pytest.raises(RealPoolError, match="WIRE_REALPOOL_SUITE"):
+        ChrootSpec.from_env()
+
+
+@pytest.mark.parametrize(
+    ("condor_version", "requirement"),
+    [
+        ("$CondorVersion: 23.9.6 2026-07-12 PackageID: 23.9.6+dfsg-2.1+b10 $", "htcondor>=23.1,<24"),
+        ("$CondorVersion: 24.0.11 2025-01-01 BuildID: 1 $", "htcondor==24.0.*"),
+        ("$CondorVersion: 25.14.1 2026-10-16 PackageID: 25.14.1+dfsg-1 $", "htcondor>=25.1,<26"),
+    ],
+)
+def test_bindings_of_the_servers_series(condor_version: str, requirement: str) -> None:
+    assert bindings_requirement(condor_version) == requirement
+
+
+def test_bindings_of_no_version_is_an_error() -> None:
+    with pytest.raises(RealPoolError, match="no HTCondor version"):
+        bindings_requirement("condor_version: not found")
 
 
 def test_mirror_from_one_line_sources_with_options(tmp_path: Path) -> None:

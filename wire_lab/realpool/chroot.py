@@ -1,8 +1,11 @@
-"""A cached Debian trixie chroot holding HTCondor, for the real-pool harness.
+"""A cached Debian chroot holding HTCondor, for the real-pool harness.
 
 Why a chroot: the harness host is Debian 12, which packages no HTCondor, and
-its glibc is too old for trixie's binaries. ``debootstrap`` a minimal trixie,
-then ``apt-get install condor`` inside it (about 2 minutes and 560 MB, once).
+its glibc is too old for trixie's binaries. ``debootstrap`` a minimal Debian
+suite, then ``apt-get install condor`` inside it (about 3 minutes and 560 MB,
+once per suite). The suite picks the HTCondor series the pool runs: trixie
+packages 23.x (the default), sid 25.x. Each suite has its own directory in the
+cache, so both stay built side by side.
 
 The chroot is built in ``<dir>.partial`` and renamed when complete; a stamp
 file written last says it is complete. A directory without the stamp is a
@@ -28,8 +31,10 @@ from wire_lab.realpool.errors import RealPoolError
 from wire_lab.realpool.proc import ChrootCommand, host_env, run
 
 DEFAULT_CACHE_DIR = Path("/var/cache/wire-daemon/realpool")  # override: WIRE_REALPOOL_CACHE
+DEFAULT_SUITE = "trixie"  # override: WIRE_REALPOOL_SUITE
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 STAMP = ".wire-realpool-complete"
+_SUITE_NAME = re.compile(r"[a-z][a-z0-9-]*")
 APT_SOURCES = Path("/etc/apt")
 
 
@@ -38,7 +43,7 @@ class ChrootSpec:
     """What to build and where. ``mirror`` empty: the host's own Debian mirror (from its apt sources)."""
 
     cache_dir: Path = DEFAULT_CACHE_DIR
-    suite: str = "trixie"
+    suite: str = DEFAULT_SUITE
     packages: tuple[str, ...] = ("condor",)
     mirror: str = ""
 
@@ -50,11 +55,14 @@ class ChrootSpec:
     def from_env(cls) -> ChrootSpec:
         cache = os.environ.get("WIRE_REALPOOL_CACHE", "")
         mirror = os.environ.get("WIRE_REALPOOL_MIRROR", "")
-        return cls(cache_dir=Path(cache) if cache else DEFAULT_CACHE_DIR, mirror=mirror)
+        suite = os.environ.get("WIRE_REALPOOL_SUITE", "") or DEFAULT_SUITE
+        if not _SUITE_NAME.fullmatch(suite):  # it becomes a directory name and a debootstrap argument
+            raise RealPoolError(f"WIRE_REALPOOL_SUITE={suite!r}: not a Debian suite name (e.g. trixie, sid)")
+        return cls(cache_dir=Path(cache) if cache else DEFAULT_CACHE_DIR, suite=suite, mirror=mirror)
 
 
 def ensure_chroot(spec: ChrootSpec | None = None) -> Path:
-    """The path of a complete trixie+condor chroot, building it first if needed."""
+    """The path of a complete chroot of the spec's suite with HTCondor, building it first if needed."""
     spec = spec or ChrootSpec.from_env()
     if is_complete(spec.root):
         return spec.root
@@ -77,6 +85,23 @@ def stamp_info(root: Path) -> dict[str, str]:
         return json.loads((root / STAMP).read_text())
     except (OSError, ValueError):
         return {}
+
+
+def bindings_requirement(condor_version: str) -> str:
+    """The pip requirement for bindings of the series of this HTCondor (``condor_version``'s first line).
+
+    The README's install recipe's rule: a long-term release (``X.0.z``) takes
+    ``htcondor==X.0.*``; a feature release (``X.y``, y > 0) takes the newest
+    feature bindings of its major version, ``htcondor>=X.1,<X+1``, since PyPI
+    has wheels of only some feature releases.
+    """
+    match = re.search(r"(\d+)\.(\d+)\.\d+", condor_version)
+    if match is None:
+        raise RealPoolError(f"no HTCondor version in {condor_version!r}")
+    major, minor = int(match.group(1)), int(match.group(2))
+    if minor == 0:
+        return f"htcondor=={major}.0.*"
+    return f"htcondor>={major}.1,<{major + 1}"
 
 
 @contextmanager
