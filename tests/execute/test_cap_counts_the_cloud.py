@@ -318,6 +318,18 @@ def test_ownership_keeps_other_pools_out_of_the_count(ec2_world, boto_client, ow
     from wire_daemon.execute.providers.ec2 import Ec2Driver
 
     guarded, driver, _, _ = ec2_world
-    other = Ec2Driver(driver.config, Ownership(ownership.pool, "daemon-b"), "", driver.client)
+    other = Ec2Driver(driver.config, Ownership(f"{ownership.pool}-other", "daemon-a"), "", driver.client)
     other.launch(2, request_id="someone-else")
     assert len(guarded(max_instances=3, max_launches_per_interval=3).launch(3)) == 3
+
+
+def test_the_pools_tag_not_the_daemon_id_is_what_the_cap_counts(ec2_world, boto_client, ownership, network):
+    from wire_daemon.execute.providers.ec2 import Ec2Driver
+
+    guarded, driver, _, store = ec2_world
+    # Launched under another daemon id (a state file lost since): this pool's all the same.
+    earlier = Ec2Driver(driver.config, Ownership(ownership.pool, "daemon-lost"), "", driver.client)
+    before = {i.instance_id for i in earlier.launch(2, request_id="before-the-loss")}
+    assert len(guarded(max_instances=3, max_launches_per_interval=3).launch(3)) == 1
+    assert before <= {r.instance_id for r in store.instances()}  # adopted, not only counted
+    assert len(live_on_moto(boto_client, ownership.pool)) == 3

@@ -20,7 +20,15 @@ from wire_daemon.core.errors import (
     ConfigError,
 )
 from wire_daemon.core.pricing import Market
-from wire_daemon.execute.providers.base import TAG_DAEMON, TAG_POOL, TAG_REQUEST, TAG_SLOTS, Ownership
+from wire_daemon.execute.providers.base import (
+    TAG_DAEMON,
+    TAG_LEASE,
+    TAG_POOL,
+    TAG_REQUEST,
+    TAG_SLOTS,
+    Lease,
+    Ownership,
+)
 from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver, kind_of_code, make_client
 from wire_daemon.execute.userdata import WorkerConfig, render_user_data
 
@@ -151,11 +159,12 @@ def test_a_spot_launch_buys_spot_and_the_listing_says_which_market_each_instance
     assert raw["InstanceLifecycle"] == "spot"
 
 
-def test_lists_only_instances_of_our_pool_and_daemon(driver, ownership, boto_client, network):
+def test_lists_every_instance_of_our_pool_whichever_daemon_launched_it(driver, ownership, boto_client, network):
     ec2 = boto_client()
     ours = {i.instance_id for i in driver().launch(2, "req-own")}
     launch_foreign(ec2, network)  # untagged
-    launch_foreign(ec2, network, {TAG_POOL: ownership.pool, TAG_DAEMON: "daemon-b", TAG_REQUEST: "x"})
+    # Launched by a daemon whose state file was lost (another daemon id): still this pool's.
+    ours.add(launch_foreign(ec2, network, {TAG_POOL: ownership.pool, TAG_DAEMON: "daemon-b", TAG_REQUEST: "x"}))
     launch_foreign(ec2, network, {TAG_POOL: "someone-else", TAG_DAEMON: "daemon-a", TAG_REQUEST: "x"})
 
     assert {i.instance_id for i in driver().list_instances()} == ours
@@ -176,7 +185,7 @@ def test_terminate_touches_only_our_instances(driver, ownership, boto_client, ne
     ec2 = boto_client()
     d = driver()
     first, second = d.launch(2, "req-term")
-    foreign = launch_foreign(ec2, network, {TAG_POOL: ownership.pool, TAG_DAEMON: "daemon-b"})
+    foreign = launch_foreign(ec2, network, {TAG_POOL: "someone-else", TAG_DAEMON: "daemon-a"})
 
     done = d.terminate([first.instance_id, foreign, "i-0123456789abcdef0", first.instance_id])
 
@@ -211,8 +220,38 @@ def test_restarted_daemon_sees_its_instances_and_does_not_relaunch_a_request(dri
     assert len(raw_instances(boto_client(), **{TAG_REQUEST: "req-restart", TAG_POOL: ownership.pool})) == 2
     assert restarted.find_request("req-restart") == again
 
-    other_daemon = driver(owner=Ownership(ownership.pool, "daemon-b"))
-    assert other_daemon.list_instances() == []
+    # A daemon whose state file was lost has a new daemon id: the pool's tag still finds every instance.
+    lost_state = driver(owner=Ownership(ownership.pool, "daemon-b"))
+    assert {i.instance_id for i in lost_state.list_instances()} == {i.instance_id for i in first}
+    assert driver(owner=Ownership("another-pool", "daemon-a")).list_instances() == []
+
+
+def test_a_lease_is_written_on_the_instances_and_read_back_by_the_next_listing(driver, ownership, boto_client):
+    d = driver(owner=Ownership(ownership.pool, "daemon-a", "host-a-0123"))
+    first, second = d.launch(2, "req-lease")
+    d.renew_lease([first.instance_id, second.instance_id], 1_700_000_000.0)
+
+    fresh = driver(boto_client(fresh=True), owner=Ownership(ownership.pool, "daemon-z"))
+    fresh.list_instances()
+    assert fresh.leases == {
+        first.instance_id: Lease("host-a-0123", 1_700_000_000.0),
+        second.instance_id: Lease("host-a-0123", 1_700_000_000.0),
+    }
+    raw = raw_instances(boto_client(), **{TAG_LEASE: "host-a-0123@1700000000"})
+    assert {i["InstanceId"] for i in raw} == {first.instance_id, second.instance_id}
+
+
+def test_a_restart_without_state_draws_new_client_tokens(driver, ownership, boto_client):
+    sent = []
+    client = boto_client()
+    client.meta.events.register("provide-client-params.ec2.RunInstances", lambda params, **_: sent.append(params))
+    before = driver(client).launch(1)
+    after = driver(client, owner=Ownership(ownership.pool, "daemon-new")).launch(1)  # the state file was lost
+
+    tokens = [p["ClientToken"] for p in sent]
+    assert len(tokens) == 2 and tokens[0] != tokens[1]
+    assert before[0].request_id != after[0].request_id
+    assert len(driver().list_instances()) == 2
 
 
 def test_throttled_calls_back_off_and_then_succeed(driver, boto_client, fake_time):

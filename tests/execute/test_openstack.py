@@ -29,7 +29,16 @@ from wire_daemon.core.errors import (
     CloudTransientError,
 )
 from wire_daemon.core.pricing import Market
-from wire_daemon.execute.providers.base import TAG_DAEMON, TAG_INDEX, TAG_POOL, TAG_REQUEST, TAG_SLOTS, Ownership
+from wire_daemon.execute.providers.base import (
+    TAG_DAEMON,
+    TAG_INDEX,
+    TAG_LEASE,
+    TAG_POOL,
+    TAG_REQUEST,
+    TAG_SLOTS,
+    Lease,
+    Ownership,
+)
 from wire_daemon.execute.providers.openstack import OpenStackConfig, OpenStackDriver, kind_of_status
 from wire_daemon.execute.userdata import WorkerConfig, render_user_data
 
@@ -40,6 +49,7 @@ DATA = Path(__file__).parent / "data"
 IDENTITY = "https://identity.example.test/v3"
 COMPUTE = "https://compute.example.test/v2.1"
 SERVER_URL = re.compile(re.escape(COMPUTE) + r"/servers/(?P<id>[0-9a-f-]{36})$")
+METADATA_URL = re.compile(re.escape(COMPUTE) + r"/servers/(?P<id>[0-9a-f-]{36})/metadata$")
 FLAVOR_ID = "7d1a9c7e-0000-4000-8000-00000000f142"
 IMAGE_ID = "5c4f1d2e-0000-4000-8000-0000000000a1"
 NETWORK_ID = "a7e1b0c2-0000-4000-8000-0000000000b2"
@@ -90,6 +100,7 @@ class FakeNova:
         mocker.get(f"{COMPUTE}/servers/detail", json=self._list)
         mocker.post(f"{COMPUTE}/servers", json=self._create)
         mocker.delete(SERVER_URL, json=self._delete)
+        mocker.post(METADATA_URL, json=self._set_metadata)
 
     # -- state helpers used by the tests ------------------------------------
 
@@ -171,6 +182,17 @@ class FakeNova:
                 "adminPass": "x",
             }
         }
+
+    def _set_metadata(self, request, context):
+        # Nova's "create or update metadata items": the keys given are set, the others kept; all are returned.
+        server_id = METADATA_URL.match(request.url).group("id")
+        if server_id not in self.servers:
+            context.status_code = 404
+            return nova_error(404, f"Instance {server_id} could not be found.")[1]
+        metadata = self.servers[server_id]["metadata"]
+        metadata.update(request.json()["metadata"])
+        context.status_code = 200
+        return {"metadata": dict(metadata)}
 
     def _delete(self, request, context):
         injected = self._injected("DELETE", "server", context)
@@ -311,13 +333,26 @@ def test_lists_only_our_live_servers(nova, driver, ownership):
     broken = nova.add(f"{ownership.pool}-r-1", ours(ownership, "r", 1), status="ERROR")
     nova.add(f"{ownership.pool}-r-2", ours(ownership, "r", 2), task_state="deleting")
     nova.add("someone-elses-vm", {})
-    nova.add(f"{ownership.pool}-q-0", ours(ownership, "q", 0, daemon="daemon-b"))
+    # Launched by a daemon whose state file was lost (another daemon id): still this pool's.
+    earlier = nova.add(f"{ownership.pool}-q-0", ours(ownership, "q", 0, daemon="daemon-b"))
     nova.add("other-pool-q-0", {**ours(ownership, "q", 0), TAG_POOL: "other-pool"})
     d = driver()
 
-    assert [i.instance_id for i in d.list_instances()] == [mine]
+    assert {i.instance_id for i in d.list_instances()} == {mine, earlier}
     states = {i.instance_id: i.state for i in d.list_instances(include_unusable=True)}
-    assert states == {mine: "running", broken: "failed"}
+    assert states == {mine: "running", earlier: "running", broken: "failed"}
+
+
+def test_a_lease_is_set_as_metadata_and_read_back_by_the_next_listing(nova, driver, ownership):
+    d = driver(owner=Ownership(ownership.pool, "daemon-a", "host-a-0123"))
+    first, second = d.launch(2, "req-lease")
+    d.renew_lease([first.instance_id, second.instance_id], 1_700_000_000.0)
+
+    assert nova.servers[first.instance_id]["metadata"][TAG_LEASE] == "host-a-0123@1700000000"
+    assert nova.servers[first.instance_id]["metadata"][TAG_POOL] == ownership.pool  # the other keys are kept
+    fresh = driver(owner=Ownership(ownership.pool, "daemon-z"))
+    fresh.list_instances()
+    assert fresh.leases == dict.fromkeys([first.instance_id, second.instance_id], Lease("host-a-0123", 1.7e9))
 
 
 def test_terminate_deletes_only_our_servers(nova, driver, ownership):

@@ -28,6 +28,7 @@ from wire_daemon.ports.policy import PlanResult, SteeringDecision
 from wire_daemon.runtime.control import ControlledPolicy, PoolControl
 from wire_daemon.runtime.settings import load_settings
 from wire_daemon.service.daemon import Daemon
+from wire_daemon.service.status import StatusReport
 
 
 def _config(tmp_path: Path, speedup: float = 1e6) -> Path:
@@ -300,3 +301,138 @@ def test_the_running_daemon_applies_a_command_within_seconds(tmp_path):
     assert "operator: scaling paused: the pool is kept as it is" in err
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert any(r.get("event") == "control" and r["command"] == "pause" for r in records)
+
+
+# -- a control given is a control done ------------------------------------------------------
+
+
+def test_terminate_all_then_pause_in_one_batch_terminates_everything_then_holds_paused(tmp_path):
+    s = Stepper(tmp_path)
+    s.ask("hold", 3)
+    s.step()
+    s.step()
+    assert len(s.live()) == 3
+
+    s.ask("terminate-all")
+    s.ask("pause")  # the same batch: applied at the same look
+    ended = s.step()
+    assert len(ended["released"]) == 3 and sorted(ended["terminated"]) == sorted(ended["released"])
+    assert ended["rule"].startswith("terminate-all by the operator: every instance terminated now; then paused")
+    assert s.live() == []
+    assert s.daemon.runtime.control.mode == "paused"
+    later = s.step()
+    assert later["launched"] == [] and later["rule"].startswith("paused by the operator")
+
+    terminate, pause = s.daemon.store.controls()[-2:]
+    assert terminate.outcome == (
+        f"done: 3 instance(s) terminated now: {', '.join(sorted(ended['released']))}; then paused at what is left"
+    )
+    first = "the terminate-all given before it is carried out first"
+    assert pause.outcome == f"applied: {first}; then paused at what is left"
+    s.daemon._shutdown()
+
+
+@pytest.mark.parametrize(
+    ("commands", "mode", "count", "action"),
+    [
+        ([("terminate-all", None), ("pause", None)], "paused", 0, "terminate-all"),
+        ([("terminate-all", None), ("hold", 2)], "hold", 2, "terminate-all"),
+        ([("terminate-all", None), ("resume", None)], "auto", 0, "terminate-all"),
+        ([("drain-all", None), ("terminate-all", None)], "hold", 0, "terminate-all"),
+        ([("terminate-all", None), ("drain-all", None)], "hold", 0, "terminate-all"),
+        ([("drain-all", None), ("pause", None)], "paused", 0, "drain-all"),
+        ([("pause", None), ("resume", None)], "auto", 0, ""),
+    ],
+)
+def test_a_later_command_sets_the_mode_after_an_action_never_cancels_it(commands, mode, count, action):
+    control = PoolControl()
+    for command, n in commands:
+        control.apply(command, n)
+    assert (control.mode, control.count, control.action) == (mode, count, action)
+
+
+def test_an_action_is_carried_out_whatever_mode_follows_it():
+    steering = SteeringConfig(charging_unit_s=3600.0, release_guard_s=10.0)
+    control = PoolControl()
+    control.apply("terminate-all")
+    control.apply("resume")
+    policy = ControlledPolicy(Wants(SteeringDecision(5, 5, launch=2, rule="grow")), control, Lifecycle(), steering)
+    decision = policy.plan(100.0, None, _pool(3), np.array([])).decision
+    assert sorted(decision.release) == ["i-0", "i-1", "i-2"]
+    assert decision.release_at == dict.fromkeys(decision.release, 100.0)
+    assert decision.rule == "terminate-all by the operator: every instance terminated now; then the policy decides"
+    assert control.action == "" and control.mode == "auto"
+    assert policy.plan(200.0, None, _pool(0), np.array([])).decision.rule == "grow"
+
+
+def test_the_command_says_what_was_done(tmp_path, capsys, monkeypatch):
+    import threading
+
+    from wire_daemon.cli import service_commands
+
+    s = Stepper(tmp_path)
+    s.ask("hold", 2)
+    s.step()
+    s.step()
+    running = StatusReport(daemon="running", state_path=str(tmp_path / "state.sqlite"), pid=4242)
+    monkeypatch.setattr(service_commands, "read_status", lambda path: running)
+    s.ask("terminate-all")  # given just before: the command's pause joins it in one batch
+    codes: list[int] = []
+    cli = threading.Thread(target=lambda: codes.append(main(["pause", "--config", str(s.config)])))
+    cli.start()
+    deadline = time.monotonic() + 10
+    while len(s.daemon.store.pending_controls()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    s.step()
+    cli.join(timeout=15)
+    assert codes == [0]
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("pause: applied by the daemon (pid 4242) at ")
+    assert out.endswith(": the terminate-all given before it is carried out first; then paused at what is left")
+    assert s.live() == []
+    s.daemon._shutdown()
+
+
+def test_terminate_all_says_which_instances_it_terminated(tmp_path, capsys, monkeypatch):
+    import threading
+
+    from wire_daemon.cli import service_commands
+
+    s = Stepper(tmp_path)
+    s.ask("hold", 2)
+    s.step()
+    s.step()
+    pool = sorted(s.live())
+    running = StatusReport(daemon="running", state_path=str(tmp_path / "state.sqlite"), pid=4242)
+    monkeypatch.setattr(service_commands, "read_status", lambda path: running)
+    codes: list[int] = []
+    cli = threading.Thread(target=lambda: codes.append(main(["terminate-all", "--yes", "--config", str(s.config)])))
+    cli.start()
+    deadline = time.monotonic() + 10
+    while not s.daemon.store.pending_controls() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    s.step()
+    cli.join(timeout=15)
+    assert codes == [0]
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("terminate-all: done by the daemon (pid 4242) at ")
+    assert out.endswith(f": 2 instance(s) terminated now: {', '.join(pool)}; pool held at 0")
+    assert s.live() == []
+    s.daemon._shutdown()
+
+
+def test_an_action_given_before_a_restart_is_reported_done_after_it(tmp_path):
+    s = Stepper(tmp_path)
+    s.ask("hold", 2)
+    s.step()
+    s.step()
+    s.ask("terminate-all")
+    s.daemon._apply_controls()  # applied, then the daemon stops before the decision that carries it out
+    assert s.daemon.store.controls()[-1].outcome.startswith("pending: terminate-all at the next decision")
+    s.daemon._shutdown()
+
+    again = Daemon(load_settings(s.config), str(s.config), sleep=lambda x: None)
+    again.runtime.sleep_until(s.t)
+    again._iterate(again.runtime.now())
+    assert again.store.controls()[-1].outcome.startswith("done: ")
+    again._shutdown()

@@ -70,7 +70,10 @@ def test_the_operators_commands_write_beside_the_running_daemon(tmp_path):
     finally:
         _stop(daemon)
     store = StateStore(tmp_path / "state.sqlite")
-    assert [(c.command, c.outcome) for c in store.controls()] == [("pause", "applied"), ("resume", "applied")]
+    assert [(c.command, c.outcome) for c in store.controls()] == [
+        ("pause", "applied: paused by the operator: the pool is kept as it is"),
+        ("resume", "applied: automatic: the scaling policy decides"),
+    ]
     store.close()
 
 

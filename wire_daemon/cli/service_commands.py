@@ -21,7 +21,7 @@ from typing import Any
 
 from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.secrets import redact
-from wire_daemon.persist.store import StateStore
+from wire_daemon.persist.store import StateStore, no_room
 from wire_daemon.runtime.settings import Settings, as_file, check_paths, load_settings
 from wire_daemon.service.status import StatusReport, open_state_file, read_status
 from wire_daemon.service.status_text import render_status
@@ -250,6 +250,10 @@ def _control(args: argparse.Namespace) -> int:
         try:
             seq = store.request_control(command, count, by=_who())
         except sqlite3.OperationalError as exc:
+            if no_room(exc):
+                raise InputError(
+                    str(path), f"{command} not recorded: no room on the state file's disk ({exc}); free some and retry"
+                ) from None
             raise InputError(
                 str(path), f"cannot write the state file ({exc}): run the command as the daemon's user"
             ) from None
@@ -266,23 +270,33 @@ def _control(args: argparse.Namespace) -> int:
         else:
             print(f"{what}: recorded; the daemon (pid {status.pid}) applies it at its next look (it is busy)")
         return 0
-    if applied.outcome and applied.outcome.startswith("refused"):
-        print(f"{what}: {applied.outcome}", file=sys.stderr)
+    outcome = applied.outcome or "applied"
+    if outcome.startswith("refused"):
+        print(f"{what}: {outcome}", file=sys.stderr)
         return 1
-    control = read_status(path).control
-    mode = control.describe if control is not None else ""
-    print(f"{what}: applied by the daemon (pid {status.pid}) at {wall_time(applied.applied_at or 0)}; {mode}")
+    # "applied: <what it does>", "done: <what was done>", or "pending: <what it waits for>" (timed out waiting).
+    word, _, detail = outcome.partition(": ")
+    by = f"{word} by the daemon (pid {status.pid}) at {wall_time(applied.applied_at or 0)}"
+    print(f"{what}: {by}: {detail}" if detail else f"{what}: {by}")
     return 0
 
 
 def _wait_applied(store: StateStore, seq: int, timeout_s: float = CONTROL_WAIT_S) -> Any:
+    """The request once the daemon has applied it, and carried it out if it is an action; None if never applied.
+
+    A drain-all or terminate-all is first marked ``pending`` (applied, not carried out yet): it is
+    waited for until done, and returned as it stands at the timeout.
+    """
     deadline = time.monotonic() + timeout_s
+    seen = None
     while time.monotonic() < deadline:
         for request in store.controls(last=50):
             if request.seq == seq and request.applied_at is not None:
-                return request
+                seen = request
+        if seen is not None and not (seen.outcome or "").startswith("pending"):
+            return seen
         time.sleep(0.2)
-    return None
+    return seen
 
 
 def _confirmed(status: StatusReport) -> bool:

@@ -28,7 +28,17 @@ Dry-run is not a mode of the guard: it is the cloud under it
 
 The cloud is the source of truth: ``reconcile`` adopts our tagged instances
 the state file does not know, forgets those the cloud no longer has, and
-terminates ours that are stopped, failed, or never joined the pool.
+terminates ours that are stopped, failed, or never joined the pool. "Ours"
+is the pool's tag: a state file lost, emptied or brought from another host
+costs nothing but one line saying what was adopted.
+
+One daemon per pool: over a driver that keeps leases (``LeasedCloud``) the
+guard renews this daemon's lease on every live instance of the pool as it
+lists them. At start, a live instance carrying another holder's fresh lease
+refuses the start (``PoolInUseError``): another daemon steers this pool.
+Found while running (two daemons started on an empty pool at once), it holds
+every launch, with one notice, until that lease goes stale; neither daemon
+takes over the other's instances while both renew.
 """
 
 from __future__ import annotations
@@ -36,10 +46,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, NamedTuple
+from typing import Annotated, NamedTuple, Protocol, runtime_checkable
 
 from wire_daemon.core.billing import Billing
-from wire_daemon.core.errors import CloudError
+from wire_daemon.core.errors import CloudError, WireError
 from wire_daemon.core.instances import (
     LIVE_STATES,
     UNUSABLE_STATES,
@@ -52,6 +62,7 @@ from wire_daemon.core.instances import (
 from wire_daemon.core.journal import Journal, Notice, back_off, cloud_error, limit_hit
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.sections import AtLeastZero, Positive, section
+from wire_daemon.execute.providers.base import LEASE_RENEW_S, LEASE_TTL_S, Lease, Ownership
 from wire_daemon.persist.recorder import StoreRecorder
 from wire_daemon.persist.store import InstanceRecord, LaunchRequest, StateStore
 from wire_daemon.ports import Cloud
@@ -74,6 +85,20 @@ class SafetyConfig:
     terminate_unjoined: bool = True
     backoff_initial_s: Annotated[float, Positive] = 300.0
     backoff_max_s: Annotated[float, Positive] = 3600.0
+
+
+class PoolInUseError(WireError):
+    """Another daemon holds a fresh lease on this pool: this one must not start steering it."""
+
+
+@runtime_checkable
+class LeasedCloud(Protocol):
+    """A driver that reads and writes the pool's lease (``execute.providers.base``)."""
+
+    ownership: Ownership
+    leases: dict[str, Lease]
+
+    def renew_lease(self, instance_ids: Sequence[str], now: float) -> None: ...
 
 
 class PoolCount(NamedTuple):
@@ -127,6 +152,7 @@ class GuardedCloud:
         # Price per charging unit of each instance type (steering.instance_types); empty: every unit costs 1.
         self.prices = dict(prices or {})
         self._type_of: dict[str, str] = {}  # instance -> its type, as launched or listed
+        self._contested = ""  # why launches are held: another daemon's fresh lease on this pool ("" if none)
 
     @property
     def slots_per_instance(self) -> int:
@@ -141,6 +167,7 @@ class GuardedCloud:
             self._publish(cloud_error("listing instances", exc.kind, exc))
             return [self._as_instance(r) for r in self.store.instances()]  # last known pool
         self._adopt(live)
+        self._keep_lease(live)
         self._notice_deaths(live)
         self._retry_lost_terminations(live)
         return live
@@ -206,6 +233,7 @@ class GuardedCloud:
         report = ReconcileReport()
         self._settle_requests(report)
         cloud = {i.instance_id: i for i in self.driver.list_instances(include_unusable=True)}
+        self._keep_lease(list(cloud.values()), at_start=True)
         known = {r.instance_id: r for r in self.store.instances()}
         for instance_id, instance in cloud.items():
             if instance_id not in known:
@@ -297,6 +325,9 @@ class GuardedCloud:
         if now < self._backoff_until:
             self._publish(back_off(self._backoff_until))
             return 0
+        if self._contested:
+            self._note(f"no launch: {self._contested}")
+            return 0
         pool = self._count_pool(now)
         if pool is None:
             return 0  # what cannot be counted might be at the cap already
@@ -335,6 +366,35 @@ class GuardedCloud:
             return 1.0
         name = self._type_of.get(instance_or_type or "", instance_or_type or "")
         return self.prices.get(name, max(self.prices.values()))
+
+    # -- the pool's lease ------------------------------------------------------------------
+
+    def _keep_lease(self, listed: Sequence[Instance], at_start: bool = False) -> None:
+        """Renew our lease on the live instances listed; notice (or, at start, refuse) another daemon's."""
+        driver = self.driver
+        if not isinstance(driver, LeasedCloud):
+            return
+        now = self.clock()
+        me = driver.ownership.lease_holder
+        live = [i.instance_id for i in listed if i.state in LIVE_STATES]
+        leases = {i: driver.leases.get(i) for i in live}
+        foreign = [(i, lease) for i, lease in leases.items() if lease and lease.holder != me and lease.fresh(now)]
+        was = self._contested
+        self._contested = _contest_line(driver.ownership.pool, foreign, now) if foreign else ""
+        if self._contested and at_start:
+            raise PoolInUseError(f"{self._contested}; stop that daemon, or give this one another cloud.pool")
+        if self._contested and not was:
+            self._note(f"{self._contested}; this daemon launches nothing until then")
+        taken = {i for i, _ in foreign}
+        due = [
+            i
+            for i, lease in leases.items()
+            if i not in taken and (lease is None or lease.holder != me or now - lease.renewed_at >= LEASE_RENEW_S)
+        ]
+        try:
+            driver.renew_lease(due, now)
+        except CloudError as exc:  # an unrenewed lease stays valid for the TTL: the next listing tries again
+            self._publish(cloud_error("renewing the pool's lease", exc.kind, exc))
 
     # -- failures and back-off --------------------------------------------------------
 
@@ -443,9 +503,23 @@ class GuardedCloud:
         self.journal.publish(notice)
 
 
+def _contest_line(pool: str, foreign: Sequence[tuple[str, Lease]], now: float) -> str:
+    instance_id, lease = max(foreign, key=lambda f: f[1].renewed_at)
+    return (
+        f"pool {pool} is steered by another daemon: {len(foreign)} live instance(s) carry the lease of "
+        f"{lease.holder}, renewed {max(0.0, now - lease.renewed_at):.0f} s ago (on {instance_id}); "
+        f"a lease is stale {LEASE_TTL_S:.0f} s after its last renewal"
+    )
+
+
 def _report_lines(report: ReconcileReport) -> list[str]:
     parts = []
-    for name in ("adopted", "forgotten", "terminated", "requests_finished", "requests_rolled_back"):
+    if report.adopted:  # the one line that says the state file did not know them (new, emptied, another host's)
+        parts.append(
+            f"reconcile: adopted {len(report.adopted)} instance(s) the cloud lists under this pool's tag "
+            f"and the state file did not know: {', '.join(report.adopted)}"
+        )
+    for name in ("forgotten", "terminated", "requests_finished", "requests_rolled_back"):
         values = getattr(report, name)
         if values:
             parts.append(f"reconcile: {name.replace('_', ' ')}: {', '.join(values)}")

@@ -21,22 +21,38 @@ SQLite's own write lock for that write only, so they write beside the running
 daemon safely. Nothing here writes a temporary file: SQLite's write-ahead log
 (``-wal``, ``-shm``) is part of the database, replayed or dropped by the next
 connection after a kill -9, and removed by SQLite at the last clean close.
+
+A full disk is weather. The running daemon opens the store with
+``keep_writes``: a write the disk has no room for (SQLite's "database or
+disk is full", or an I/O error growing a file) is kept in memory, with one
+warning, instead of failing; every later write first tries the kept ones
+again, oldest first, and the first that succeeds writes them all. Until then
+every read sees them (they are replayed in a transaction rolled back after
+the read), so nothing the daemon recorded, a launch request included, is
+forgotten while it runs. The operator's commands do not keep writes: theirs
+fail with a line, as a command that cannot record itself must.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
+import logging
 import os
+import re
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.instances import LifecycleState
+
+log = logging.getLogger(__name__)
 
 # 2: instances.state holds the lifecycle state (core.instances); 3: the controls table;
 # 4: instances.release_at, and no decisions table
@@ -114,6 +130,24 @@ class LaunchRequest:
     state: str
 
 
+class StateDiskFull(InputError):
+    """The state file's disk has no room to open, create or update the database (or its lock)."""
+
+
+# SQLite's primary result codes for a write with no room: an I/O error growing a file, a full disk.
+_SQLITE_IOERR, _SQLITE_FULL = 10, 13
+
+
+def no_room(exc: BaseException) -> bool:
+    """Did this fail for lack of room (a full disk or quota), not for a fault in the data?"""
+    if isinstance(exc, sqlite3.OperationalError):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if isinstance(code, int):
+            return code & 0xFF in (_SQLITE_IOERR, _SQLITE_FULL)
+        return "disk is full" in str(exc) or "disk I/O error" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 class StateLock:
     """The running daemon's exclusive hold on its state file, for its lifetime (see the module docstring).
 
@@ -133,7 +167,8 @@ class StateLock:
             # Held open for the daemon's life (the lock lives on it). Append mode: opening never wipes the holder's pid.
             handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
-            raise InputError(str(self.path), f"cannot open the state file's lock ({exc.strerror})") from None
+            kind = StateDiskFull if no_room(exc) else InputError
+            raise kind(str(self.path), f"cannot open the state file's lock ({exc.strerror})") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -145,9 +180,12 @@ class StateLock:
                 f"in use by another wire-daemon run ({who}, lock {self.path.name}); "
                 "stop it first, or give this one another state_path",
             ) from None
-        handle.truncate(0)
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
+        try:  # unbuffered: a write refused for want of room leaves nothing behind for close() to retry
+            os.ftruncate(handle.fileno(), 0)
+            os.write(handle.fileno(), f"{os.getpid()}\n".encode())
+        except OSError as exc:  # the pid only names the holder to a refused second daemon: the lock holds without it
+            if not no_room(exc):
+                raise
         self._handle = handle
         return self
 
@@ -168,17 +206,53 @@ class StateLock:
 class StateStore:
     """One SQLite file; every public write is its own committed transaction."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, keep_writes: bool = False) -> None:
+        """``keep_writes``: keep in memory the writes a full disk refuses (the module docstring); off: they raise."""
         self.path = Path(path)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            self._db = _Connection(sqlite3.connect(self.path, isolation_level=None, timeout=30.0), str(self.path))
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._migrate()
         except sqlite3.DatabaseError as exc:
+            if no_room(exc):
+                raise StateDiskFull(str(self.path), f"no room on its disk to open the state database ({exc})") from None
             raise InputError(str(self.path), f"not a usable state database ({exc})") from exc
+        if keep_writes:
+            # The daemon writes every iteration: a write-ahead log checkpointed at 32 pages, not SQLite's 1000
+            # (4 MiB), and cut back to 128 KiB after, keeps the room it needs on the disk small and steady.
+            self._db.execute("PRAGMA wal_autocheckpoint=32")
+            self._db.execute("PRAGMA journal_size_limit=131072")
+            self._write_once()
+        self._db.keep = keep_writes  # from here: the schema is on disk, only records can wait in memory
+
+    def _write_once(self) -> None:
+        """A store that keeps writes must have written once: a start with no room waits (``StateDiskFull``)."""
+        try:
+            self.set_meta("opened", json.dumps({"wall": time.time(), "pid": os.getpid()}))
+        except sqlite3.OperationalError as exc:
+            if not no_room(exc):
+                raise
+            self._db.close()
+            raise StateDiskFull(str(self.path), f"no room on its disk to write the state database ({exc})") from None
+
+    @property
+    def kept_writes(self) -> int:
+        """Writes kept in memory for want of room on the disk, not yet written."""
+        return len(self._db.kept)
+
+    def flush(self) -> bool:
+        """Try the kept writes again now; True if none is left."""
+        return self._db.flush()
 
     def close(self) -> None:
+        if self._db.kept and not self._db.flush():
+            log.warning(
+                "%s: %d write(s) kept in memory are lost at exit (no room on its disk); "
+                "the next start finds the pool's instances in the cloud's listing",
+                self.path,
+                len(self._db.kept),
+            )
         self._db.close()
 
     def _migrate(self) -> None:
@@ -355,17 +429,188 @@ UPDATE instances SET state = CASE
 
 
 class _Tx:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (kept in memory for want of room, if allowed)."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: _Connection) -> None:
         self.db = db
 
-    def __enter__(self) -> sqlite3.Connection:
-        self.db.execute("BEGIN IMMEDIATE")
+    def __enter__(self) -> _Connection:
+        self.db.begin()
         return self.db
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        self.db.end(failed=exc_type is not None)
+
+
+Statement = tuple[str, tuple[Any, ...]]
+KEPT_MAX = 5000  # transactions kept in memory; beyond, the oldest goes (the cloud's listing remains the record)
+_REPLACE = re.compile(r"^\s*INSERT OR REPLACE INTO (\w+) ", re.IGNORECASE)
+
+
+class _Rows:
+    """A cursor's answers, read while the kept writes were replayed."""
+
+    lastrowid: int | None = None
+
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+
+    def fetchone(self) -> Any:
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> list[Any]:
+        return list(self.rows)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.rows)
+
+
+class _Connection:
+    """The store's SQLite connection, keeping the writes a full disk refuses when ``keep`` is on.
+
+    Each write transaction's statements are recorded as it runs. If the disk has
+    no room for it (at a statement or at COMMIT), it is rolled back and its
+    statements kept; the next transaction first writes the kept ones, and while
+    any is kept, a new one is only kept after them (order is what makes the
+    replay right). A read while writes are kept replays them in a transaction
+    it rolls back, so it sees what the daemon wrote.
+    """
+
+    def __init__(self, db: sqlite3.Connection, path: str) -> None:
+        self.db = db
+        self.path = path
+        self.keep = False
+        self.kept: list[list[Statement]] = []
+        self._tx: list[Statement] | None = None  # the open write transaction's statements
+        self._refused = False  # the open transaction will be kept, not committed
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        if self._tx is not None:
+            return self._in_transaction(sql, tuple(params))
+        if self.kept and sql.lstrip()[:6].upper() == "SELECT":
+            return self._read_through(sql, tuple(params))
+        return self.db.execute(sql, params)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def begin(self) -> None:
+        self._tx, self._refused = [], False
+        if self.kept and not self.flush():
+            self._refused = True  # the kept writes go first: this one waits behind them
+            return
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._tx = None
+            raise
+
+    def end(self, failed: bool) -> None:
+        statements, self._tx = self._tx or [], None
+        if failed:
+            self._rollback()
+            return
+        if not self._refused:
+            try:
+                self.db.execute("COMMIT")
+                return
+            except sqlite3.OperationalError as exc:
+                self._rollback()
+                if not (self.keep and no_room(exc)):
+                    raise
+                self._keep(statements, str(exc))
+                return
+        self._rollback()
+        self._keep(statements, "")
+
+    def flush(self) -> bool:
+        """Write every kept transaction, oldest first, in one; True if none is left."""
+        if not self.kept:
+            return True
+        try:
+            self._write_kept()
+        except sqlite3.OperationalError as exc:
+            self._rollback()
+            if no_room(exc):
+                return False
+            # Not for want of room: these writes will never go in. The cloud's listing remains the record.
+            log.error("%s: %d kept write(s) dropped: they cannot be written (%s)", self.path, len(self.kept), exc)
+            self.kept = []
+            return True
+        log.warning("%s: room on its disk again: %d kept write(s) written", self.path, len(self.kept))
+        self.kept = []
+        self._checkpoint()
+        return True
+
+    def _write_kept(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+        for statement in (st for tx in self.kept for st in tx):
+            self.db.execute(*statement)
+        self.db.execute("COMMIT")
+
+    def _checkpoint(self) -> None:
+        """Move the write-ahead log into the database and empty it: the disk that was full gets its room back."""
+        try:
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.OperationalError as exc:  # busy, or no room to grow the database yet: the next one will do
+            if not no_room(exc) and "locked" not in str(exc):
+                raise
+
+    def _in_transaction(self, sql: str, params: tuple[Any, ...]) -> Any:
+        assert self._tx is not None
+        self._tx.append((sql, params))
+        if self._refused:
+            return _Rows([])
+        try:
+            return self.db.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if not (self.keep and no_room(exc)):
+                raise
+            self._refused = True
+            return _Rows([])
+
+    def _read_through(self, sql: str, params: tuple[Any, ...]) -> Any:
+        try:
+            self.db.execute("BEGIN")
+            for statement in (st for tx in self.kept for st in tx):
+                self.db.execute(*statement)
+            return _Rows(self.db.execute(sql, params).fetchall())
+        except sqlite3.OperationalError as exc:
+            if not no_room(exc):
+                raise
+        finally:
+            self._rollback()
+        return self.db.execute(sql, params)  # even the replay found no room: what the disk holds
+
+    def _keep(self, statements: list[Statement], why: str) -> None:
+        if not statements:
+            return
+        if not self.kept:
+            log.warning(
+                "%s: no room on its disk (%s): the daemon's writes are kept in memory and written "
+                "as soon as there is room; it goes on",
+                self.path,
+                why or "database or disk is full",
+            )
+        key = _replace_key(statements)
+        if key is not None:  # a later whole-row replace of the same row makes the earlier one moot
+            self.kept = [tx for tx in self.kept if _replace_key(tx) != key]
+        self.kept.append(statements)
+        if len(self.kept) > KEPT_MAX:
+            del self.kept[0]
+
+    def _rollback(self) -> None:
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
+
+
+def _replace_key(statements: list[Statement]) -> tuple[str, Any] | None:
+    """(table, key) of a transaction that is one whole-row ``INSERT OR REPLACE``; None for any other."""
+    if len(statements) != 1:
+        return None
+    sql, params = statements[0]
+    found = _REPLACE.match(sql)
+    return (found.group(1).lower(), params[0]) if found and params else None
 
 
 def _now(now: float | None) -> float:

@@ -9,7 +9,11 @@ registry: nothing here knows a particular cloud.
 
 from __future__ import annotations
 
+import hashlib
+import re
+import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.errors import ConfigError
@@ -47,7 +51,7 @@ def build_driver(settings: Settings, daemon_id: str) -> CloudDriver:
     driver_class = provider(settings.cloud.kind).driver_class()
     driver = driver_class(
         config,
-        Ownership(settings.cloud.pool, daemon_id),
+        Ownership(settings.cloud.pool, daemon_id, lease_holder(settings)),
         user_data(settings),
         retrier=Retrier(settings.cloud.retry),
         slots_per_instance=settings.steering.slots_per_instance,
@@ -56,6 +60,19 @@ def build_driver(settings: Settings, daemon_id: str) -> CloudDriver:
     driver.type_slots = {t.name: t.cores for t in types}  # each type's workers advertise its own cores
     driver.type_user_data = {t.name: user_data(settings, t.cores) for t in types}
     return driver
+
+
+def lease_holder(settings: Settings) -> str:
+    """This daemon's name in the pool's lease: its host and state file, never what the file holds.
+
+    A daemon restarted on the same host and state path, with the file lost or
+    emptied, is the same holder and keeps its own lease; another host, or
+    another state file on this one, is another holder.
+    """
+    host = socket.gethostname()
+    where = f"{host}:{Path(settings.state_path).resolve()}"
+    readable = re.sub(r"[^A-Za-z0-9_-]", "-", host).strip("-_")[:40] or "host"
+    return f"{readable}-{hashlib.sha256(where.encode()).hexdigest()[:12]}"
 
 
 def build_condor_control(settings: Settings, job_id_of: Callable[[str], str | None]) -> HTCondorControl:

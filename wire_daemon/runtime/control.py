@@ -22,6 +22,16 @@ predictions); in a mode other than ``auto`` its decision is replaced:
 ``resume`` returns to ``auto``. The commands reach the daemon through the
 state file (``StateStore.request_control``); the daemon applies them
 (``PoolControl.apply``), persists the mode, and journals each change.
+
+A control given is a control done. drain-all and terminate-all are one-shot
+actions: once given, a later command (in the same batch, or before the next
+decision) changes only the mode the pool is in *after* the action, never
+cancels it. So terminate-all then pause terminates every instance, then
+keeps the pool paused at 0; terminate-all then hold N terminates every
+instance, then brings the pool back to N; terminate-all then resume
+terminates every instance, then lets the policy decide. Of two actions the
+stronger is carried out: terminate-all outranks drain-all whatever the order.
+``apply`` returns what was done in words, for the command to print.
 """
 
 from __future__ import annotations
@@ -55,32 +65,53 @@ class PoolControl:
     # (service/safe_state.py). While set, nothing changes the pool whatever the mode; "" outside it.
     safe: str = ""
 
-    def apply(self, command: str, count: int | None = None, when: float | None = None) -> None:
-        """Take an operator's command; raises ValueError for one it does not know."""
+    def apply(self, command: str, count: int | None = None, when: float | None = None) -> str:
+        """Take an operator's command and say what it does; raises ValueError for one it does not know."""
+        pending = self.action
         if command == "pause":
-            self.mode, self.action = PAUSED, ""
+            self.mode = PAUSED
         elif command == "resume":
-            self.mode, self.action = AUTO, ""
+            self.mode = AUTO
         elif command == "hold":
             if count is None or count < 0:
                 raise ValueError(f"hold needs a pool size >= 0 (got {count!r})")
-            self.mode, self.count, self.action = HOLD, int(count), ""
+            self.mode, self.count = HOLD, int(count)
         elif command in ("drain-all", "terminate-all"):
-            self.mode, self.count, self.action = HOLD, 0, command
+            self.mode, self.count = HOLD, 0
+            self.action = "terminate-all" if "terminate-all" in (pending, command) else command
         else:
             raise ValueError(f"unknown control command {command!r}")
         self.command, self.since = command, when
+        return self._outcome(command, pending)
+
+    def after_action(self) -> str:
+        """The mode the pool is in once the one-shot action is carried out, in words."""
+        if self.mode == PAUSED:
+            return "then paused at what is left"
+        if self.mode == AUTO:
+            return "then the policy decides"
+        return f"pool held at {self.count}"
+
+    def _outcome(self, command: str, pending: str) -> str:
+        if command in ("drain-all", "terminate-all"):
+            if pending == "terminate-all" and command == "drain-all":
+                return "the terminate-all given before it goes further: every instance terminated now; pool held at 0"
+            return f"{self.action} at the next decision; {self.after_action()}"
+        if pending:
+            return f"the {pending} given before it is carried out first; {self.after_action()}"
+        return self.describe()
 
     def describe(self) -> str:
         """The mode in words, for status and the journal."""
+        first = f"{self.action} at the next decision, then " if self.action and self.mode != HOLD else ""
         if self.mode == PAUSED:
-            return "paused by the operator: the pool is kept as it is"
+            return f"{first}paused by the operator: the pool is kept as it is"
         if self.mode == HOLD:
             pending = f" ({self.action} at the next decision)" if self.action else ""
             how = " after drain-all" if self.command == "drain-all" else ""
             how = " after terminate-all" if self.command == "terminate-all" else how
             return f"held at {self.count} instance(s) by the operator{how}{pending}"
-        return "automatic: the scaling policy decides"
+        return f"{first}automatic: the scaling policy decides"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,7 +157,7 @@ class ControlledPolicy:
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
         result = self.inner.plan(now, state, instances, queue_order)
         control = self.control
-        if control.mode == AUTO and not control.safe:
+        if control.mode == AUTO and not control.action and not control.safe:
             return result
         wanted = result.decision
         staying = [i for i in instances if self.lifecycle.state_of(i.instance_id) not in _GOING]
@@ -136,15 +167,15 @@ class ControlledPolicy:
                 wanted.planned,
                 rule=f"safe state, no change: {control.safe} (the policy wanted {wanted.target}: {wanted.rule})",
             )
+        elif control.action:  # a one-shot action given is carried out whatever mode a later command set
+            decision = self._release_all(now, instances, control.action, wanted, control.after_action())
+            control.action = ""  # carried out by the loop right after this plan
         elif control.mode == PAUSED:
             decision = SteeringDecision(
                 len(staying),
                 wanted.planned,
                 rule=f"paused by the operator: no change (the policy wanted {wanted.target}: {wanted.rule})",
             )
-        elif control.action:
-            decision = self._release_all(now, instances, control.action, wanted)
-            control.action = ""  # carried out by the loop right after this plan
         else:
             decision = self._hold(now, staying, control.count, wanted)
         return replace(result, decision=decision)
@@ -175,14 +206,14 @@ class ControlledPolicy:
         return SteeringDecision(count, wanted.planned, release=release, release_at=when, rule=why)
 
     def _release_all(
-        self, now: float, instances: Sequence[Instance], action: str, wanted: SteeringDecision
+        self, now: float, instances: Sequence[Instance], action: str, wanted: SteeringDecision, then: str
     ) -> SteeringDecision:
         billing = self.steering.billing
         gone = (LifecycleState.TERMINATING, LifecycleState.TERMINATED, LifecycleState.VANISHED)
         targets = [i for i in instances if self.lifecycle.state_of(i.instance_id) not in gone]
         if action == "terminate-all":
             when = {i.instance_id: now for i in targets}
-            rule = "terminate-all by the operator: every instance terminated now; pool held at 0"
+            rule = f"terminate-all by the operator: every instance terminated now; {then}"
         else:
             when = {
                 i.instance_id: release_time(
@@ -190,5 +221,5 @@ class ControlledPolicy:
                 )
                 for i in targets
             }
-            rule = "drain-all by the operator: every instance drained, terminated when its unit ends; pool held at 0"
+            rule = f"drain-all by the operator: every instance drained, terminated when its unit ends; {then}"
         return SteeringDecision(0, wanted.planned, release=list(when), release_at=when, rule=rule)

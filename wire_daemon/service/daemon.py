@@ -53,13 +53,13 @@ from wire_daemon.core.secrets import ScrubSecrets
 from wire_daemon.execute.providers import quieted_loggers
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
-from wire_daemon.persist.store import StateLock, StateStore
 from wire_daemon.runtime.control import PoolControl
 from wire_daemon.runtime.runtimes import Runtime, build_runtime
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
 from wire_daemon.service.metrics import Metrics
 from wire_daemon.service.safe_state import RUNNING_STATUS, CrashWatch
+from wire_daemon.service.state_room import open_state
 from wire_daemon.service.status import (
     STATUS_KEY,
     ControlStatus,
@@ -82,6 +82,7 @@ from wire_daemon.service.wording import decision_words, offset
 log = logging.getLogger(__name__)
 CONTROL_POLL_S = 1.0  # how often a sleeping daemon looks for an operator's command
 _POOL_CHANGING = ("hold", "drain-all", "terminate-all")
+_ACTIONS = ("drain-all", "terminate-all")
 
 
 class _JournalFormatter(logging.Formatter):
@@ -124,11 +125,12 @@ class Daemon:
         self.settings = settings
         self.config_path = config_path
         # Before anything writes to the state file: one daemon per state file (persist/store.py).
-        self.lock = StateLock(settings.state_path).acquire()
+        self.lock, self.store = open_state(settings.state_path)  # waits while its disk has no room
         try:
-            self.store = StateStore(settings.state_path)
             self.watch = CrashWatch(settings.safe_state, self.store)
             self.watch.record_start()  # before the runtime: a start that fails in it is an unclean end too
+            # What the state file knew before the cloud was asked: the start announces the rest (adopted) apart.
+            self._known_at_start = {r.instance_id for r in self.store.instances()}
             self._build(sleep)
         except BaseException:
             self.lock.release()
@@ -147,6 +149,8 @@ class Daemon:
         self.reload_requested = False
         self.watchdog = IterationWatchdog(stuck_bound(settings.steering.interval_s), lambda: self.stop_requested)
         self.controls_waiting = False
+        self.no_room = False  # the state file's disk refused a write, kept in memory since
+        self.actions_given: list[int] = []  # drain-all / terminate-all requests applied, not yet carried out
         self.iterations = 0
         self.overruns = 0
         self.last_record: dict[str, Any] | None = None
@@ -179,6 +183,12 @@ class Daemon:
             control = self.runtime.control
             control.mode, control.count, control.action = restored.mode, restored.count, restored.action
             control.command, control.since = restored.command, restored.since
+        if self.runtime.control.action:  # given before the restart, not carried out yet: its command still waits
+            self.actions_given = [
+                c.seq
+                for c in self.store.controls(last=50)
+                if c.command in _ACTIONS and (c.outcome or "").startswith("pending")
+            ]
 
     @property
     def loop(self) -> MapeLoop:
@@ -325,7 +335,7 @@ class Daemon:
             "on" if s.safety.dry_run else "off",
         )
         log.info("state %s; decisions log %s", s.state_path, s.log.decisions_path)
-        live = [(i, st) for i, st in self.loop.lifecycle.items() if st.is_live]
+        live = [(i, st) for i, st in self.loop.lifecycle.items() if st.is_live and i in self._known_at_start]
         if live:
             log.info(
                 "adopting %d instance(s) from the previous run: %s",
@@ -345,14 +355,18 @@ class Daemon:
         control, acted = self.runtime.control, False
         for request in pending:
             try:
-                control.apply(request.command, request.count, when=time.time())
+                outcome = control.apply(request.command, request.count, when=time.time())
             except ValueError as exc:
                 self.store.mark_control_applied(request.seq, f"refused: {exc}")
                 log.warning("operator's command %s refused: %s", request.command, exc)
                 continue
             self._save_control()  # before marking it applied: the command then reads the new mode
-            self.store.mark_control_applied(request.seq, "applied")
-            acted = acted or request.command in _POOL_CHANGING
+            if request.command in _ACTIONS:  # done once the decision that carries it out is made
+                self.actions_given.append(request.seq)
+                self.store.mark_control_applied(request.seq, f"pending: {outcome}")
+            else:
+                self.store.mark_control_applied(request.seq, f"applied: {outcome}")
+            acted = acted or request.command in _POOL_CHANGING or bool(control.action)
             event = ControlChanged(
                 self.runtime.now(),
                 request.command,
@@ -364,6 +378,25 @@ class Daemon:
             self.journal.publish(event)
             log.info("%s", event.line)
         return acted
+
+    def _report_actions(self, entry: dict[str, Any]) -> None:
+        """Tell the operator's drain-all / terminate-all what was done, once a decision carried it out."""
+        if not self.actions_given:
+            return
+        control = self.runtime.control
+        if control.action:  # held back (the safe state): the command says so, and why
+            why = f"waits: {control.safe}" if control.safe else "waits for the next decision"
+            for seq in self.actions_given:
+                self.store.mark_control_applied(seq, f"pending: {control.action} {why}")
+            return
+        released = sorted(entry.get("released") or [])
+        terminated = "terminate-all" in entry.get("rule", "")
+        how = "terminated now" if terminated else "drained, each terminated when its unit ends"
+        ids = f": {', '.join(released)}" if released else ""
+        outcome = f"done: {len(released)} instance(s) {how}{ids}; {control.after_action()}"
+        for seq in self.actions_given:
+            self.store.mark_control_applied(seq, outcome)
+        self.actions_given = []
 
     def _release_until(self, until: float) -> None:
         """The timed releases before ``until``; a failure there counts like a failed iteration."""
@@ -404,6 +437,7 @@ class Daemon:
         self.journal.publish(record)
         entry = record.to_json()
         self.last_record = entry
+        self._report_actions(entry)
         adopted = sorted({i for i, _ in self.loop.lifecycle.items()} - known - set(record.launched))
         if adopted:
             log.info("adopted %d instance(s) the cloud lists as this pool's: %s", len(adopted), ", ".join(adopted))
@@ -412,6 +446,20 @@ class Daemon:
         else:
             log.info("%s", decision_words(entry))
         self._write_status(now, entry)
+        self._tell_room()
+
+    def _tell_room(self) -> None:
+        """systemd's status line says when the state file's disk has no room: it is shown without a write."""
+        kept = self.store.kept_writes
+        if kept and not self.no_room:
+            notify(STATUS=f"NO ROOM on the state file's disk: {kept} write(s) kept in memory; running on")
+        elif self.no_room and not kept:
+            notify(
+                STATUS=f"SAFE STATE: {self.watch.state.reason}; the pool is left as it is"
+                if self.watch.active
+                else RUNNING_STATUS
+            )
+        self.no_room = bool(kept)
 
     def _write_status(self, now: float, entry: dict[str, Any] | None, stopped: Stopped | None = None) -> None:
         snapshot = self.status_snapshot(now, entry, stopped)

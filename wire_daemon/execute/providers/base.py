@@ -1,9 +1,19 @@
 """What every cloud provider shares: the driver interface, its declaration (``Provider``) and the probe's helpers.
 
 Ownership lives in the cloud: every instance we launch carries tags (EC2) or
-metadata (OpenStack) naming the pool and the daemon id, so a restarted daemon
-asks the cloud which instances are its own instead of trusting local state,
-and never touches anybody else's.
+metadata (OpenStack) naming the pool, so a restarted daemon asks the cloud
+which instances are its own instead of trusting local state, and never
+touches anybody else's. The pool's tag alone decides: a daemon whose state
+file was lost, emptied or brought from another host (and so has a new daemon
+id) lists, adopts and counts every live instance of its pool. The daemon id
+tag only says which daemon launched an instance.
+
+Two daemons must not steer one pool: each keeps a lease on the pool's live
+instances (``wire:lease`` = ``<holder>@<epoch seconds>``), renewed while it
+runs. The holder names the host and the state file, not the file's content,
+so the same daemon restarted with a lost file holds its own lease; a lease
+of another holder renewed within ``LEASE_TTL_S`` means another daemon is
+alive on this pool (see ``execute.guarded_cloud``).
 
 Launches are idempotent per request id. The caller picks the id (and can
 record it before the call); the driver tags every instance with it and, before
@@ -45,6 +55,12 @@ TAG_DAEMON = "wire:daemon-id"
 TAG_REQUEST = "wire:request-id"
 TAG_SLOTS = "wire:slots"
 TAG_INDEX = "wire:index"  # position of an instance within its request (OpenStack creates one by one)
+TAG_LEASE = "wire:lease"  # <holder>@<epoch seconds>: which daemon steers the pool, and when it said so last
+
+# A lease not renewed for this long is stale: its daemon is gone (or cut off from the cloud that long).
+LEASE_TTL_S = 900.0
+# A running daemon renews its lease on an instance once it is this old: a few renewals per TTL.
+LEASE_RENEW_S = 240.0
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
@@ -63,15 +79,48 @@ def new_request_id() -> str:
 
 
 @dataclass(frozen=True)
+class Lease:
+    """A daemon's claim on its pool, as one instance carries it."""
+
+    holder: str
+    renewed_at: float  # wall clock, epoch seconds
+
+    def text(self) -> str:
+        return f"{self.holder}@{int(self.renewed_at)}"
+
+    @classmethod
+    def parse(cls, text: str) -> Lease | None:
+        """The lease a tag holds; None for no tag or one that is not a lease (it then protects nothing)."""
+        holder, _, when = text.rpartition("@")
+        if not holder or not when.isdigit():
+            return None
+        return cls(holder, float(when))
+
+    def fresh(self, now: float) -> bool:
+        """Renewed within the TTL (a time ahead of our clock counts as fresh: clocks differ)."""
+        return now - self.renewed_at < LEASE_TTL_S
+
+
+@dataclass(frozen=True)
 class Ownership:
-    """Which instances are ours: those tagged with this pool name and daemon id."""
+    """Which instances are ours: those tagged with this pool name (``daemon_id`` names who launched them).
+
+    ``holder``: this daemon's name in the pool's lease (the host and state file); "" means the daemon id.
+    """
 
     pool: str
     daemon_id: str
+    holder: str = ""
 
     def __post_init__(self) -> None:
         check_name("cloud.pool", self.pool)
         check_name("cloud.daemon_id", self.daemon_id)
+        if self.holder:
+            check_name("lease holder", self.holder)
+
+    @property
+    def lease_holder(self) -> str:
+        return self.holder or self.daemon_id
 
     def tags(self, request_id: str, slots: int) -> dict[str, str]:
         return {
@@ -82,7 +131,7 @@ class Ownership:
         }
 
     def owns(self, tags: dict[str, str]) -> bool:
-        return tags.get(TAG_POOL) == self.pool and tags.get(TAG_DAEMON) == self.daemon_id
+        return tags.get(TAG_POOL) == self.pool
 
 
 def slots_from(tags: dict[str, str], default: int) -> int:
@@ -122,6 +171,8 @@ class CloudDriver(ABC):
         self.type_slots: dict[str, int] = {}
         self.type_user_data: dict[str, str] = {}
         self.retrier = retrier or Retrier()
+        # The lease each instance carried when last listed (instances without one are absent).
+        self.leases: dict[str, Lease] = {}
 
     # -- the interface -------------------------------------------------------
 
@@ -177,7 +228,7 @@ class CloudDriver(ABC):
     def terminate(self, instance_ids: Sequence[str]) -> list[str]:
         """Terminate those of ``instance_ids`` that are ours and still exist; return them.
 
-        Ids that are not live instances of this pool and daemon (gone already,
+        Ids that are not live instances of this pool (gone already,
         or somebody else's) are left alone, so a stale or wrong id can never
         cost another user an instance.
         """
@@ -190,16 +241,31 @@ class CloudDriver(ABC):
         skipped = [i for i in wanted if i not in owned]
         if skipped:
             log.warning(
-                "%s: not terminating %s: not a live instance of pool %s / daemon %s",
+                "%s: not terminating %s: not a live instance of pool %s",
                 self.provider,
                 ", ".join(skipped),
                 self.ownership.pool,
-                self.ownership.daemon_id,
             )
         if ours:
             self.retrier.call("terminate", lambda: self._terminate(ours))
             log.info("%s: terminating %s", self.provider, ", ".join(ours))
         return ours
+
+    def renew_lease(self, instance_ids: Sequence[str], now: float) -> None:
+        """Write this daemon's lease, renewed at ``now``, on these instances (all known to be of our pool)."""
+        wanted = list(dict.fromkeys(instance_ids))
+        if not wanted:
+            return
+        lease = Lease(self.ownership.lease_holder, now)
+        self.retrier.call("lease", lambda: self._tag(wanted, {TAG_LEASE: lease.text()}))
+        self.leases.update(dict.fromkeys(wanted, lease))
+
+    def _saw_lease(self, instance_id: str, tags: dict[str, str]) -> None:
+        lease = Lease.parse(tags.get(TAG_LEASE, ""))
+        if lease is None:
+            self.leases.pop(instance_id, None)
+        else:
+            self.leases[instance_id] = lease
 
     # -- what each cloud implements -----------------------------------------
 
@@ -227,6 +293,10 @@ class CloudDriver(ABC):
     @abstractmethod
     def _terminate(self, instance_ids: list[str]) -> None:
         """One try: terminate these instances (all known to be ours). Raises CloudError."""
+
+    @abstractmethod
+    def _tag(self, instance_ids: list[str], tags: dict[str, str]) -> None:
+        """One try: set these tags (EC2) or metadata keys (OpenStack) on these instances. Raises CloudError."""
 
     # -- helpers --------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """EC2 worker pool through boto3.
 
 Instances are tagged at launch (TagSpecifications) with our pool name, daemon
-id, request id and slot count; listing filters on those tags server-side.
+id, request id and slot count; listing filters on the pool's tag server-side.
 Workers power themselves off when idle (see condor_config/), so instances are
 launched with InstanceInitiatedShutdownBehavior=terminate: a worker's own
 poweroff ends its billing instead of leaving a stopped instance behind.
@@ -31,7 +31,7 @@ from wire_daemon.core.pricing import Market
 from wire_daemon.core.secrets import shown
 from wire_daemon.core.sections import check, section
 from wire_daemon.execute.providers import base
-from wire_daemon.execute.providers.base import TAG_DAEMON, TAG_POOL, TAG_REQUEST, CloudDriver
+from wire_daemon.execute.providers.base import TAG_POOL, TAG_REQUEST, CloudDriver
 from wire_daemon.execute.providers.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -228,6 +228,13 @@ class Ec2Driver(CloudDriver):
         with self._errors("terminate"):
             self.client.terminate_instances(InstanceIds=instance_ids)
 
+    def _tag(self, instance_ids: list[str], tags: dict[str, str]) -> None:
+        with self._errors("lease"):
+            for start in range(0, len(instance_ids), 1000):  # CreateTags takes at most 1000 resources
+                self.client.create_tags(
+                    Resources=instance_ids[start : start + 1000], Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
+                )
+
     # -- helpers --------------------------------------------------------------
 
     def _run_args(
@@ -265,7 +272,9 @@ class Ec2Driver(CloudDriver):
         return args
 
     def _client_token(self, request_id: str) -> str:
-        # EC2's idempotency token (at most 64 ASCII characters), unique per pool, daemon and request.
+        # EC2's idempotency token (at most 64 ASCII characters), unique per pool, daemon and request. Request ids
+        # are random (new_request_id, StateStore.open_request): a daemon restarted without its state file
+        # never repeats an earlier token, so it can neither collide with nor replay an earlier launch.
         own = self.ownership
         return hashlib.sha256(f"{own.pool}/{own.daemon_id}/{request_id}".encode()).hexdigest()
 
@@ -273,7 +282,7 @@ class Ec2Driver(CloudDriver):
         self, filters: list[tuple[str, list[str]]], ids: Sequence[str] | None, operation: str
     ) -> list[Instance]:
         own = self.ownership
-        all_filters = [(f"tag:{TAG_POOL}", [own.pool]), (f"tag:{TAG_DAEMON}", [own.daemon_id]), *filters]
+        all_filters = [(f"tag:{TAG_POOL}", [own.pool]), *filters]
         args: dict[str, Any] = {"Filters": [{"Name": name, "Values": values} for name, values in all_filters]}
         if ids:
             # Filter on ids rather than InstanceIds=: an unknown id must not fail the whole call.
@@ -291,6 +300,7 @@ class Ec2Driver(CloudDriver):
 
     def _instance(self, raw: dict[str, Any]) -> Instance:
         tags = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
+        self._saw_lease(raw["InstanceId"], tags)
         launched = raw.get("LaunchTime")
         return Instance(
             instance_id=raw["InstanceId"],

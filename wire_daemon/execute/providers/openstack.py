@@ -221,6 +221,11 @@ class OpenStackDriver(CloudDriver):
             for server_id in instance_ids:
                 self.conn.compute.delete_server(server_id, ignore_missing=True)
 
+    def _tag(self, instance_ids: list[str], tags: dict[str, str]) -> None:
+        with self._errors("lease"):
+            for server_id in instance_ids:  # sets these keys, keeps the others
+                self.conn.compute.set_server_metadata(server_id, **tags)
+
     # -- helpers --------------------------------------------------------------
 
     def _create(self, index: int, request_id: str, user_data_b64: str, flavor: str) -> Instance:
@@ -267,6 +272,7 @@ class OpenStackDriver(CloudDriver):
 
     def _instance(self, server: Any, request_id: str = "") -> Instance:
         metadata = dict(server.metadata or {})
+        self._saw_lease(server.id, metadata)
         index = _index(metadata.get(TAG_INDEX), server.name)
         if index is not None:
             self._index_of[server.id] = index
