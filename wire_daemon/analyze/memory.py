@@ -1,4 +1,4 @@
-"""Online peak-memory models per stage, and the rightsizer that applies them to queued jobs (issue 15).
+"""Online peak-memory models per stage, and the rightsizer that applies them to queued jobs.
 
 The models follow the feedback-based memory paper (Witt et al., §IV):
 

@@ -84,7 +84,7 @@ class SteeringConfig:
     # what the full pool (max_instances from the start) would take; the policy
     # spends as little as it can within it. 1.0: as fast as the pool can go.
     target_slowdown: Annotated[float, Field(ge=1.0)] = 1.0
-    # Memory one instance has for jobs (partitionable slots, issue 15): how many tasks fit is then the
+    # Memory one instance has for jobs (partitionable slots): how many tasks fit is then the
     # smaller of the cores and this over the upcoming tasks' typical request_memory. 0: cores only (on
     # the emulated site, emulation.instance_memory_mib).
     instance_memory_mib: Annotated[float, AtLeastZero] = 0.0
@@ -137,7 +137,7 @@ class EmulationConfig:
     bill_initial_boot: bool = True
     time_scale: Annotated[float, Positive] = 1.0  # multiply every runtime and transfer time (study long runs)
     seed: int = 0  # order of ready tasks within one DAGMan submit batch
-    # Partitionable slots with memory (issue 15). 0: memory is not modelled, a task needs one slot and
+    # Partitionable slots with memory. 0: memory is not modelled, a task needs one slot and
     # nothing else. Otherwise each instance has this much memory and a job needs a core and its request.
     instance_memory_mib: Annotated[float, AtLeastZero] = 0.0
     # Every task requests this multiple of its transformation's largest peak memory in the trace (a

@@ -21,7 +21,7 @@ The model, and the choices made where reality offers several:
   bought on ``initial_market`` (a spot fleet started before the workflow).
 * Ready tasks submitted in the same instant are shuffled with ``seed``: the
   order in which DAGMan submits siblings is not something a policy can rely on.
-* Memory (issue 15), only with ``instance_memory_mib`` > 0: each instance is
+* Memory, only with ``instance_memory_mib`` > 0: each instance is
   one partitionable slot of ``slots`` cores and that much memory; a job needs
   a core and its ``request_memory`` (``memory_request_factor`` times its
   transformation's largest traced peak, until the rightsizer changes it). A
@@ -30,7 +30,7 @@ The model, and the choices made where reality offers several:
   exceeds its request is held (like HTCondor's memory-exceeded hold, code 34)
   after ``memory_failure_fraction`` of its occupancy, and stays held until
   released; its whole allocation is wasted memory.
-* Instance types (issue 15), only with ``types``: a launch names one, and the
+* Instance types, only with ``types``: a launch names one, and the
   instance has that type's cores, memory (its own, or ``instance_memory_mib``
   when the type gives none) and price per unit; the initial pool is of the
   first type. ``cost_money`` is the bill at those prices.
@@ -545,7 +545,7 @@ class EmulatedSite:
         for instance_id in self._reclaimer.storm_victims(spot):
             self._notice(instance_id)
 
-    # -- memory: partitionable slots, requests and holds (issue 15) ----------
+    # -- memory: partitionable slots, requests and holds ----------
 
     def _init_memory(self, config: EmulationConfig) -> None:
         self.instance_memory_mib = config.instance_memory_mib

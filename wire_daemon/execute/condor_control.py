@@ -7,7 +7,7 @@ never fatal to the loop):
   ready tasks of each stage) with a non-durable ``Schedd.edit``. A DAGMan
   retry submits a new cluster, so the wanted priority is kept per DAG node and
   re-applied whenever the node's current job id changes (``sync``);
-* right-sizing memory (issue 15, when ``memory.rightsizing`` is on): read a
+* right-sizing memory (when ``memory.rightsizing`` is on): read a
   node's ``RequestMemory``, set a new one with a durable ``Schedd.edit`` (kept
   per DAG node and re-applied by ``sync`` to a DAGMan retry's new cluster,
   which comes back with the submit file's request), and release a job held
@@ -164,7 +164,7 @@ class HTCondorControl:
         )
         return int(ads[0].get("JobPrio", 0)) if ads else 0
 
-    # -- memory requests (issue 15) -----------------------------------------
+    # -- memory requests -----------------------------------------
 
     def request_memory_mib(self, task_id: str) -> float | None:
         """RequestMemory of the node's queued job, None if it has none or it is an expression we cannot read."""

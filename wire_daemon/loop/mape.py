@@ -182,7 +182,7 @@ class MapeLoop:
         self.journal = journal or Journal()
         self.lifecycle = lifecycle or Lifecycle()
         self.joined = joined  # does HTCondor see the instance's startd? None: running means joined
-        self.memory = memory  # the request_memory rightsizer (issue 15); None: requests are left alone
+        self.memory = memory  # the request_memory rightsizer; None: requests are left alone
 
     def iterate(self, now: float) -> DecisionRecord:
         events = self.observations.poll_events()

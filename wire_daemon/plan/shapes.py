@@ -1,4 +1,4 @@
-"""Task and instance shapes in the plan (issue 15, items 3 and 4): how many tasks fit, and which type to launch.
+"""Task and instance shapes in the plan: how many tasks fit, and which type to launch.
 
 With partitionable slots a job needs a core and its ``request_memory``, so an
 instance of ``c`` cores and ``M`` MiB runs ``min(c, floor(M / r))`` jobs of

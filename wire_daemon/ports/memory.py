@@ -1,4 +1,4 @@
-"""The memory ports (issue 15): reading and changing a queued job's request_memory, and the loop's sizer.
+"""The memory ports: reading and changing a queued job's request_memory, and the loop's sizer.
 
 ``MemoryControl`` is what the rightsizer needs from HTCondor (or the emulated
 site): the request a node's queued job has, a new one, and a release for a job

@@ -83,7 +83,7 @@ class ReplayResult:
     first_completion_s: dict[str, float] = field(default_factory=dict)  # stage name -> time
     records: list[DecisionRecord] = field(default_factory=list)
     wall_s: float = 0.0
-    memory: dict[str, float] = field(default_factory=dict)  # only when the site models memory (issue 15)
+    memory: dict[str, float] = field(default_factory=dict)  # only when the site models memory
     # Only with steering.instance_types: the bill at the types' prices, and instances and units per type.
     instance_types: dict[str, Any] = field(default_factory=dict)
 
@@ -115,7 +115,7 @@ class ReplayResult:
         } | self._extras()
 
     def _extras(self) -> dict:
-        """What only some replays measure: memory (issue 15), and the bill per instance type."""
+        """What only some replays measure: memory, and the bill per instance type."""
         return ({"memory": self.memory} if self.memory else {}) | self.instance_types
 
 
