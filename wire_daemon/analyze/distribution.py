@@ -281,14 +281,7 @@ class DistributionPredictor:
 
     def predict(self, state: RunState, now: float) -> Prediction:
         n = self.workflow.n_tasks
-        out = Prediction(
-            remaining_s=np.zeros(n),
-            occupancy_s=np.zeros(n),
-            exec_s=np.zeros(n),
-            policy=np.full(n, POLICY_NOT_STARTED, dtype=np.int8),
-            remaining_mean_s=np.zeros(n),
-            remaining_p90_s=np.zeros(n),
-        )
+        out = Prediction.not_started(n, distribution=True)
         status = state.status
         for stage in self._stages:
             stage.pending = stage.pending[status[stage.pending] != DONE]

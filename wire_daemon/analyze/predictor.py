@@ -30,7 +30,6 @@ from wire_daemon.core.workflow import Workflow
 from wire_daemon.ports.prediction import (
     POLICY_DONE,
     POLICY_GRADIENT,
-    POLICY_NOT_STARTED,
     POLICY_ORACLE,
     POLICY_RUNNING_ONLY,
     POLICY_SAME_INPUT,
@@ -170,12 +169,7 @@ class OnlinePredictor:
         n = self.workflow.n_tasks
         # Policy 1 for every task, in one vectorised assignment: a stage where no
         # task has started predicts 0 execution and 0 transfer.
-        out = Prediction(
-            remaining_s=np.zeros(n),
-            occupancy_s=np.zeros(n),
-            exec_s=np.zeros(n),
-            policy=np.full(n, POLICY_NOT_STARTED, dtype=np.int8),
-        )
+        out = Prediction.not_started(n)
         started = set(np.unique(self.workflow.stage_of[state.running()]).tolist()) | self._learning
         for s in sorted(started):
             stage = self._stages[s]

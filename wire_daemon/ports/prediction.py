@@ -41,6 +41,13 @@ class Prediction:
     remaining_mean_s: np.ndarray | None = None
     remaining_p90_s: np.ndarray | None = None
 
+    @classmethod
+    def not_started(cls, n_tasks: int, distribution: bool = False) -> Prediction:
+        """Policy 1 for every task (no task of its stage has started: 0 s), to be filled stage by stage."""
+        spread = np.zeros(n_tasks) if distribution else None
+        zeros, policy = np.zeros(n_tasks), np.full(n_tasks, POLICY_NOT_STARTED, dtype=np.int8)
+        return cls(zeros, zeros.copy(), zeros.copy(), policy, spread, None if spread is None else spread.copy())
+
 
 class Predictor(Protocol):
     """What the planner needs: either the online predictor or the oracle."""

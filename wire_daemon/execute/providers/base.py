@@ -143,6 +143,17 @@ def slots_from(tags: dict[str, str], default: int) -> int:
     return slots if slots > 0 else default
 
 
+@dataclass(frozen=True)
+class LaunchOrder:
+    """One launch request as a driver makes it."""
+
+    count: int
+    request_id: str
+    user_data: str
+    instance_type: str = ""  # "": the configured one
+    market: Market = Market.ON_DEMAND
+
+
 class CloudDriver(ABC):
     """List, launch and terminate our worker instances on one cloud.
 
@@ -213,7 +224,7 @@ class CloudDriver(ABC):
 
         def attempt() -> list[Instance]:
             existing = self._find_request(rid)
-            return self._launch_missing(count, rid, data, existing, instance_type, market)
+            return self._launch_missing(LaunchOrder(count, rid, data, instance_type, market), existing)
 
         launched = self.retrier.call("launch", attempt)
         log.info(
@@ -278,17 +289,8 @@ class CloudDriver(ABC):
         """One try: our instances tagged with ``request_id``, any state. Raises CloudError."""
 
     @abstractmethod
-    def _launch_missing(
-        self,
-        count: int,
-        request_id: str,
-        user_data: str,
-        existing: list[Instance],
-        instance_type: str = "",
-        market: Market = Market.ON_DEMAND,
-    ) -> list[Instance]:
-        """One try: make the request hold ``count`` instances (of ``instance_type``, on ``market``), given
-        those that exist."""
+    def _launch_missing(self, order: LaunchOrder, existing: list[Instance]) -> list[Instance]:
+        """One try: make the order's request hold its instances, given those that exist."""
 
     @abstractmethod
     def _terminate(self, instance_ids: list[str]) -> None:

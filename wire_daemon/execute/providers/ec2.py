@@ -205,23 +205,15 @@ class Ec2Driver(CloudDriver):
         found = self._describe([(f"tag:{TAG_REQUEST}", [request_id])], None, "launch")
         return sorted(found, key=lambda i: i.instance_id)
 
-    def _launch_missing(
-        self,
-        count: int,
-        request_id: str,
-        user_data: str,
-        existing: list[Instance],
-        instance_type: str = "",
-        market: Market = Market.ON_DEMAND,
-    ) -> list[Instance]:
+    def _launch_missing(self, order: base.LaunchOrder, existing: list[Instance]) -> list[Instance]:
         if existing:
             # run_instances is all or nothing (MinCount = MaxCount): the request ran.
-            if len(existing) != count:
-                log.warning("ec2: request %s holds %d instances, not %d", request_id, len(existing), count)
+            if len(existing) != order.count:
+                log.warning("ec2: request %s holds %d instances, not %d", order.request_id, len(existing), order.count)
             return existing
-        self._check_user_data(user_data, USER_DATA_LIMIT)
+        self._check_user_data(order.user_data, USER_DATA_LIMIT)
         with self._errors("launch"):
-            reply = self.client.run_instances(**self._run_args(count, request_id, user_data, instance_type, market))
+            reply = self.client.run_instances(**self._run_args(order))
         return [self._instance(raw) for raw in reply.get("Instances", [])]
 
     def _terminate(self, instance_ids: list[str]) -> None:
@@ -237,9 +229,8 @@ class Ec2Driver(CloudDriver):
 
     # -- helpers --------------------------------------------------------------
 
-    def _run_args(
-        self, count: int, request_id: str, user_data: str, instance_type: str = "", market: Market = Market.ON_DEMAND
-    ) -> dict[str, Any]:
+    def _run_args(self, order: base.LaunchOrder) -> dict[str, Any]:
+        count, request_id, instance_type = order.count, order.request_id, order.instance_type
         cfg = self.config
         tags = {**cfg.extra_tags, **self.ownership.tags(request_id, self.slots_for(instance_type))}
         tags["Name"] = f"{self.ownership.pool}-{request_id}"
@@ -249,7 +240,7 @@ class Ec2Driver(CloudDriver):
             "InstanceType": instance_type or cfg.instance_type,
             "MinCount": count,
             "MaxCount": count,
-            "UserData": user_data,  # boto3 base64-encodes it
+            "UserData": order.user_data,  # boto3 base64-encodes it
             "ClientToken": self._client_token(request_id),
             "InstanceInitiatedShutdownBehavior": "terminate",
             "TagSpecifications": [
@@ -257,7 +248,7 @@ class Ec2Driver(CloudDriver):
                 {"ResourceType": "volume", "Tags": tag_list},
             ],
         }
-        if market is Market.SPOT:
+        if order.market is Market.SPOT:
             spot = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
             args["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         if cfg.subnet_id:
@@ -519,7 +510,7 @@ def probe(
             )
         )
     driver = Ec2Driver(config, ownership, "", client=ec2)
-    args = driver._run_args(1, "probe-dry-run", "")
+    args = driver._run_args(base.LaunchOrder(1, "probe-dry-run", ""))
     del args["ClientToken"], args["UserData"]
     checks.append(
         _check(

@@ -32,7 +32,6 @@ from pydantic import Field
 from wire_daemon.core.config import SLOTS_PER_INSTANCE
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import CloudState, Instance
-from wire_daemon.core.pricing import Market
 from wire_daemon.core.secrets import looks_like_secret, shown
 from wire_daemon.core.sections import section
 from wire_daemon.execute.providers import base
@@ -191,16 +190,9 @@ class OpenStackDriver(CloudDriver):
                 found.append(self._instance(server, request_id))
         return sorted(found, key=lambda i: (self._index_of.get(i.instance_id, 0), i.instance_id))
 
-    def _launch_missing(
-        self,
-        count: int,
-        request_id: str,
-        user_data: str,
-        existing: list[Instance],
-        instance_type: str = "",
-        market: Market = Market.ON_DEMAND,  # OpenStack sells one market (CloudDriver.markets)
-    ) -> list[Instance]:
-        encoded = base64.b64encode(user_data.encode()).decode()
+    def _launch_missing(self, order: base.LaunchOrder, existing: list[Instance]) -> list[Instance]:
+        count, request_id, instance_type = order.count, order.request_id, order.instance_type
+        encoded = base64.b64encode(order.user_data.encode()).decode()
         if len(encoded) > USER_DATA_LIMIT:
             raise CloudError.of_kind("invalid_config")(
                 self.provider, "launch", f"user-data is {len(encoded)} bytes in base64; the limit is {USER_DATA_LIMIT}"
