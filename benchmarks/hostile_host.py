@@ -60,12 +60,12 @@ def finished(work: Path, count: int) -> str:
     before, started = _rss_mib(), time.perf_counter()
     observations.refresh()
     first, grew = time.perf_counter() - started, _rss_mib() - before
-    changes, started = store._db.total_changes, time.perf_counter()
+    changes, started = store.rows_changed, time.perf_counter()
     polls = 5
     for _ in range(polls):
         observations.refresh()
     steady = (time.perf_counter() - started) / polls
-    written = store._db.total_changes - changes
+    written = store.rows_changed - changes
     return (
         f"{count:,} finished workflows: first poll {first:.2f} s, RSS +{grew:.0f} MiB; "
         f"steady poll {steady:.3f} s, {written} row(s) written in {polls} polls"

@@ -165,10 +165,10 @@ def test_a_thousand_finished_workflows_cost_little_and_are_not_rewritten(tmp_pat
     assert len(observations.root.finished) == 1000 and observations.tracked == {}
     assert first < 5.0, f"first poll {first:.1f} s"
     assert grew < 50.0, f"memory grew {grew:.0f} MB"
-    changes = store._db.total_changes
+    changes = store.rows_changed
     for _ in range(3):
         observations.refresh()
-    assert store._db.total_changes == changes, "steady polls wrote to the state file"
+    assert store.rows_changed == changes, "steady polls wrote to the state file"
     store.close()
 
 

@@ -659,9 +659,10 @@ class EmulatedSite:
 
 
 def _offers(types: Sequence[InstanceType], slots: int, billing: Billing, spot_ratio: float) -> dict[str, Offer]:
-    """Each type as the site sells it; without types, one of ``slots`` cores at one unit per unit."""
+    """Each type as the site sells it; without types, one of ``slots`` cores at 1 per instance-hour on-demand
+    (money is then on-demand instance-hours: charging units under hourly billing)."""
     offers = [unit_priced(t.name, t.cores, t.price, billing, t.memory_mib) for t in types]
-    offers = offers or [unit_priced("", slots, 1.0, billing)]
+    offers = offers or [Offer("", slots, on_demand_per_hour=1.0)]
     return {o.name: o.with_spot_ratio(spot_ratio) for o in offers}
 
 

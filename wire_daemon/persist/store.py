@@ -245,6 +245,11 @@ class StateStore:
         """Try the kept writes again now; True if none is left."""
         return self._db.flush()
 
+    @property
+    def rows_changed(self) -> int:
+        """Rows this connection has written since it opened (how a benchmark or test sees a write)."""
+        return self._db.db.total_changes
+
     def close(self) -> None:
         if self._db.kept and not self._db.flush():
             log.warning(
