@@ -104,7 +104,7 @@ WORKERS = 2
 SETTING = SETTINGS["paper"]
 # A run still going at this many times the on-demand full site's makespan is stopped there (the
 # slowest finished runs of the grid stay under 6).
-HORIZON = 50.0
+HORIZON = 10.0
 CHECKS = 2  # the version of run_job's measures and site_checks: raise it when they change
 REL_EPS = 1e-9  # money and makespans within this relative distance are equal
 # The thresholds.
