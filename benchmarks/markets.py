@@ -105,7 +105,7 @@ SETTING = SETTINGS["paper"]
 # A run still going at this many times the on-demand full site's makespan is stopped there (the
 # slowest finished runs of the grid stay under 6).
 HORIZON = 10.0
-CHECKS = 2  # the version of run_job's measures and site_checks: raise it when they change
+CHECKS = 3  # the version of run_job's measures and site_checks: raise it when they change
 REL_EPS = 1e-9  # money and makespans within this relative distance are equal
 # The issue's thresholds.
 DOMINATED_SHARE = 0.10
@@ -305,6 +305,7 @@ def run_job(job: Job) -> dict:
     The on-demand full site runs first, unbounded: every other run stops at
     HORIZON times its makespan.
     """
+    started = time.perf_counter()
     workflow = _workflow(job.path)
     plan: list[tuple[MarketSetting | None, str]] = [(None, p) for p in REFERENCES]
     plan += [(m, p) for m in MARKETS for p in SPOT_POLICIES]
@@ -345,7 +346,7 @@ def run_job(job: Job) -> dict:
         )
         for market, policy, r in measured
     ]
-    return {"rows": [asdict(r) for r in rows]}
+    return {"rows": [asdict(r) for r in rows], "wall_s": round(time.perf_counter() - started, 3)}
 
 
 def fingerprint() -> str:
@@ -361,7 +362,8 @@ def fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-def run_grid(jobs: Sequence[Job], cache: Path, workers: int) -> list[dict]:
+def run_grid(jobs: Sequence[Job], cache: Path, workers: int) -> tuple[list[dict], int]:
+    """Every job's data, in the order of ``jobs``, and how many came from the cache."""
     key_of = fingerprint()
     done: dict[str, dict] = {}
     if cache.exists():
@@ -386,7 +388,7 @@ def run_grid(jobs: Sequence[Job], cache: Path, workers: int) -> list[dict]:
             out.flush()
             if n % 8 == 0 or n == len(todo):
                 print(f"[{n}/{len(todo)}] {time.perf_counter() - started:7.1f} s", flush=True)
-    return [done[j.key] for j in jobs]
+    return [done[j.key] for j in jobs], len(jobs) - len(todo)
 
 
 # --- the figures -------------------------------------------------------------------------
@@ -601,18 +603,23 @@ def plots(runs: Runs, out_dir: Path) -> list[str]:
         fig, axes = plt.subplots(1, len(SCALES), figsize=(5.2 * len(SCALES), 4.8))
         for ax, scale in zip(np.atleast_1d(axes), SCALES):
             keys = keys_of(runs, market.name, scale)
+            stopped = 0
             for name in PLOTTED:
-                xs = [runs[k][name]["cost_ratio"] for k in keys]
-                ys = [runs[k][name]["relative_time"] for k in keys]
+                done = [k for k in keys if runs[k][name].get("finished", True)]
+                stopped += len(keys) - len(done)
+                xs = [runs[k][name]["cost_ratio"] for k in done]
+                ys = [runs[k][name]["relative_time"] for k in done]
                 ax.scatter(xs, ys, s=10, alpha=0.25, color=colors[name])
-                x, y = float(np.median(xs)), float(np.median(ys))
+                x = median_of(runs, keys, name, "cost_ratio")  # the page's medians, stopped runs included
+                y = median_of(runs, keys, name, "relative_time")
                 marker = "*" if name == DEFAULT_POLICY else ("s" if name in SPOT_PEERS else "o")
                 ax.scatter([x], [y], marker=marker, s=140 if marker == "*" else 60, color=colors[name], zorder=3)
                 ax.annotate(name, (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
             ax.axvline(MONEY_SHARE, color="grey", lw=0.8, ls="--")
             ax.set_xlabel("money / full on-demand site's money")
             ax.set_ylabel("relative time")
-            ax.set_title(f"K = {scale:g} ({len(keys)} runs)")
+            hidden = f"; {stopped} stopped at the horizon, not drawn" if stopped else ""
+            ax.set_title(f"K = {scale:g} ({len(keys)} runs{hidden})", fontsize=10)
             ax.grid(alpha=0.3)
         fig.suptitle(
             f"Money against time, spot market {market.label}, per-second billing, spot at {SPOT_PRICE_RATIO:g}; "
@@ -690,6 +697,8 @@ def page(
     plotted: Sequence[str],
     wall_s: float,
     argv: Sequence[str],
+    job_s: float = 0.0,
+    cached: int = 0,
 ) -> str:
     n_jobs = len(traces) * len(SCALES) * len(SEEDS)
     lines = [
@@ -713,7 +722,8 @@ def page(
         f"`{DEFAULT_POLICY}` with `steering.market: auto`, `annex-spot` and `reactive-spot`. On-demand "
         f"references, run once per trace, K and seed (no spot market touches them): "
         + ", ".join(f"`{p}`" for p in REFERENCES)
-        + f". {len(rows)} replays, {wall_s:.0f} s wall time with at most {WORKERS} processes.",
+        + f". {len(rows)} replays: {job_s:.0f} s of job time in all, {wall_s:.0f} s wall time for this command "
+        f"with at most {WORKERS} processes ({cached} of the {n_jobs} jobs read from the cache).",
         "",
         "Money is the bill (on-demand: 1 per instance-second); *money / full site* is a run's money over the "
         "on-demand full site's of the same trace, K and seed, so traces of every size mix; *relative time* is "
@@ -774,15 +784,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = [Job(n, str(p), k, s) for n, p in traces for k in SCALES for s in SEEDS]
     jobs.sort(key=lambda j: (-j.scale, j.key))  # long runs first, so that the workers finish together
     started = time.perf_counter()
-    datas = run_grid(jobs, args.out / ".cache" / "markets.jsonl", args.workers)
+    datas, cached = run_grid(jobs, args.out / ".cache" / "markets.jsonl", args.workers)
     wall = time.perf_counter() - started
     rows = [r for d in datas for r in d["rows"]]
+    job_s = sum(d["wall_s"] for d in datas)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, args.out / "markets.csv")
     runs = by_run(rows)
     plotted = plots(runs, args.out)
     extra = _shown_arguments(sys.argv[1:] if argv is None else argv, args.traces)
-    (args.out / "markets.md").write_text(page(rows, runs, traces, plotted, wall, extra))
+    (args.out / "markets.md").write_text(page(rows, runs, traces, plotted, wall, extra, job_s, cached))
     print(f"wrote {args.out / 'markets.md'}, markets.csv, {', '.join(plotted)}")
     bad = broken_runs(rows)
     if bad:
