@@ -247,9 +247,9 @@ def market_config(scale: float, seed: int, market: MarketSetting | None) -> Repl
         market=ON_DEMAND if market is None else "auto",
     )
     if market is None:
-        return replace(base, steering=steering).validate()
+        return replace(base, steering=steering)
     emulation = replace(base.emulation, spot_interruptions_per_hour=market.interruptions_per_hour, storm=market.storm)
-    return replace(base, steering=steering, emulation=emulation).validate()
+    return replace(base, steering=steering, emulation=emulation)
 
 
 def _buys(policy: str, market: MarketSetting | None) -> str:

@@ -35,8 +35,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's wire_daemon and wire_lab
 
 from wire_daemon.core.config import EmulationConfig, PredictionConfig, SteeringConfig
 from wire_daemon.core.run_state import RunState

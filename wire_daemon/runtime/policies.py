@@ -136,6 +136,14 @@ def spot_falls_back(entry: Policy, steering: SteeringConfig) -> bool:
     return buys_spot and entry.spot_fallback
 
 
+def market_at_submit(entry: Policy, steering: SteeringConfig) -> Market:
+    """What the pool up at submit was bought on: the policy's own market, else spot where launches may buy
+    it (placement's guess for work not yet measured), else on-demand."""
+    if entry.market is not None:
+        return entry.market
+    return Market.ON_DEMAND if steering.market == "on-demand" else Market.SPOT
+
+
 def compared_policies(steering: SteeringConfig) -> tuple[str, ...]:
     """What ``replay --compare`` runs: every policy, those that buy only spot where spot is on the table."""
     if steering.market == "on-demand":

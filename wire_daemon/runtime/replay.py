@@ -31,7 +31,6 @@ from wire_daemon.analyze.memory import MemoryRightsizer
 from wire_daemon.core.config import ReplayConfig
 from wire_daemon.core.errors import WireError
 from wire_daemon.core.journal import Journal
-from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.site import EmulatedSite, spot_market
@@ -39,7 +38,7 @@ from wire_daemon.loop.mape import DecisionRecord
 from wire_daemon.loop.schedule import iteration_times, release_until
 from wire_daemon.ports.prediction import Prediction
 from wire_daemon.runtime.assembly import LoopOptions, World, assemble_loop
-from wire_daemon.runtime.policies import PolicyInputs, compared_policies, policy_entry
+from wire_daemon.runtime.policies import PolicyInputs, compared_policies, market_at_submit, policy_entry
 
 MAX_ITERATIONS = 1_000_000
 # The policy whose makespan is the best one, the denominator of relative execution time (DESIGN.md):
@@ -134,7 +133,7 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
         steering.instance_types,
         market=spot_market(workflow, emulation),
         spot_price_ratio=steering.spot_price_ratio,
-        initial_market=entry.market or Market.ON_DEMAND,
+        initial_market=market_at_submit(entry, steering),
     )
     state = RunState(workflow)
     truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731

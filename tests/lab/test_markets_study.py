@@ -16,7 +16,7 @@ from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.runtime.replay import replay
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "markets.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "markets.py"
 
 
 @pytest.fixture(scope="module")
