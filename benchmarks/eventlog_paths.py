@@ -34,6 +34,7 @@ import tempfile
 import time
 from dataclasses import astuple
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
@@ -54,10 +55,10 @@ def real_logs() -> list[Path]:
     return sorted(logs)
 
 
-def digest(events: list[object]) -> str:
+def digest(events: list[Any]) -> str:
     h = hashlib.sha256()
     for event in events:
-        h.update(repr(astuple(event)).encode())  # type: ignore[call-overload]
+        h.update(repr(astuple(event)).encode())
     return h.hexdigest()[:16]
 
 

@@ -142,7 +142,7 @@ class Row:
     policy: str
     buys: str  # what its launches buy: auto, spot or on-demand
     finished: bool  # False: stopped at the horizon; its money, time and lost work are lower bounds
-    cost: float  # money: on-demand costs 1 per instance-second
+    cost: float  # money: on-demand costs 1 per instance-hour
     cost_units: int
     cost_ratio: float  # over the on-demand full site's money
     makespan_s: float
@@ -725,7 +725,7 @@ def page(
         + f". {len(rows)} replays: {job_s:.0f} s of job time in all, {wall_s:.0f} s wall time for this command "
         f"with at most {WORKERS} processes ({cached} of the {n_jobs} jobs read from the cache).",
         "",
-        "Money is the bill (on-demand: 1 per instance-second); *money / full site* is a run's money over the "
+        "Money is the bill (on-demand: 1 per instance-hour); *money / full site* is a run's money over the "
         "on-demand full site's of the same trace, K and seed, so traces of every size mix; *relative time* is "
         "the makespan over that full site's makespan. A run is *dominated* when a spot peer costs no more money "
         "and ends no later, one of them strictly. *Lost work*: slot-seconds of tasks running on an instance "
