@@ -37,16 +37,12 @@ keyed by a hash of ``wire_daemon``'s sources: a code change reruns everything.
 from __future__ import annotations
 
 import argparse
-import csv
-import hashlib
-import json
 import math
 import os
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
@@ -68,9 +64,9 @@ from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.runtime.policies import DEFAULT_POLICY
 from wire_daemon.runtime.replay import ReplayResult, replay
+from wire_lab.evaluation.grid import cached_grid, shown_arguments, source_fingerprint, write_rows, yes_or_no
 from wire_lab.evaluation.report import library_version
 from wire_lab.evaluation.runs import SETTINGS, _workflow, find_traces, replay_config
-from wire_lab.traces import traces_flag
 
 
 @dataclass(frozen=True)
@@ -349,48 +345,6 @@ def run_job(job: Job) -> dict:
     return {"rows": [asdict(r) for r in rows], "wall_s": round(time.perf_counter() - started, 3)}
 
 
-def fingerprint() -> str:
-    digest = hashlib.sha256()
-    package = REPO / "wire_daemon"
-    for p in sorted(package.rglob("*.py")):
-        digest.update(p.relative_to(package).as_posix().encode())
-        digest.update(p.read_bytes())
-    # What a job runs and measures, defined here: a change of grid or checks reruns the jobs too.
-    digest.update(
-        repr((MARKETS, SPOT_POLICIES, REFERENCES, SPOT_PRICE_RATIO, U_MIN, SETTING, HORIZON, CHECKS)).encode()
-    )
-    return digest.hexdigest()[:16]
-
-
-def run_grid(jobs: Sequence[Job], cache: Path, workers: int) -> tuple[list[dict], int]:
-    """Every job's data, in the order of ``jobs``, and how many came from the cache."""
-    key_of = fingerprint()
-    done: dict[str, dict] = {}
-    if cache.exists():
-        for line in cache.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if entry.get("fingerprint") == key_of:
-                done[entry["key"]] = entry["data"]
-    todo = [j for j in jobs if j.key not in done]
-    print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} cached", flush=True)
-    started = time.perf_counter()
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    with ProcessPoolExecutor(max_workers=max(1, min(workers, WORKERS))) as pool, cache.open("a") as out:
-        futures = {pool.submit(run_job, job): job for job in todo}
-        for n, future in enumerate(as_completed(futures), 1):
-            job = futures[future]
-            data = future.result()
-            done[job.key] = data
-            out.write(json.dumps({"key": job.key, "fingerprint": key_of, "data": data}) + "\n")
-            out.flush()
-            if n % 8 == 0 or n == len(todo):
-                print(f"[{n}/{len(todo)}] {time.perf_counter() - started:7.1f} s", flush=True)
-    return [done[j.key] for j in jobs], len(jobs) - len(todo)
-
-
 # --- the figures -------------------------------------------------------------------------
 
 Key = tuple[str, float, int, str]  # trace, K, seed, market setting
@@ -636,18 +590,6 @@ def plots(runs: Runs, out_dir: Path) -> list[str]:
 # --- the page ----------------------------------------------------------------------------
 
 
-def write_csv(rows: Sequence[dict], path: Path) -> None:
-    with path.open("w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=[f.name for f in fields(Row)])
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
-
-
-def _yes(ok: bool) -> str:
-    return "yes" if ok else "**no**"
-
-
 def medians_table(runs: Runs) -> list[str]:
     lines = [
         "| K | market | policy | money / full site | rel. time | lost work (slot-s) | reclaims | spot / on-demand "
@@ -744,7 +686,7 @@ def page(
         "| # | target | measured | met |",
         "|---|---|---|---|",
     ]
-    lines += [f"| {v.number} | {v.target} | {v.measured} | {_yes(v.met)} |" for v in verdicts(rows, runs)]
+    lines += [f"| {v.number} | {v.target} | {v.measured} | {yes_or_no(v.met)} |" for v in verdicts(rows, runs)]
     lines += ["", "## Medians per time scale, market and policy", ""]
     lines += medians_table(runs)
     lines += ["", "## Where the default is dominated", ""]
@@ -753,20 +695,6 @@ def page(
     if notes.exists():
         lines += ["", notes.read_text().rstrip()]
     return "\n".join(lines) + "\n"
-
-
-def _shown_arguments(argv: Sequence[str], traces: Path) -> list[str]:
-    """The command line as the page shows it: the traces folder as ``traces_flag`` names it."""
-    shown, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--traces":
-            skip = True
-        elif not arg.startswith("--traces="):
-            shown.append(arg)
-    flag = traces_flag(traces).strip()
-    return [flag, *shown] if flag else shown
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -784,15 +712,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = [Job(n, str(p), k, s) for n, p in traces for k in SCALES for s in SEEDS]
     jobs.sort(key=lambda j: (-j.scale, j.key))  # long runs first, so that the workers finish together
     started = time.perf_counter()
-    datas, cached = run_grid(jobs, args.out / ".cache" / "markets.jsonl", args.workers)
+    defining = (MARKETS, SPOT_POLICIES, REFERENCES, SPOT_PRICE_RATIO, U_MIN, SETTING, HORIZON, CHECKS)
+    cache = args.out / ".cache" / "markets.jsonl"
+    workers = min(args.workers, WORKERS)
+    datas, cached = cached_grid(jobs, run_job, cache, workers, source_fingerprint(*defining), every=8)
     wall = time.perf_counter() - started
     rows = [r for d in datas for r in d["rows"]]
     job_s = sum(d["wall_s"] for d in datas)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(rows, args.out / "markets.csv")
+    write_rows(rows, args.out / "markets.csv", [f.name for f in fields(Row)])
     runs = by_run(rows)
     plotted = plots(runs, args.out)
-    extra = _shown_arguments(sys.argv[1:] if argv is None else argv, args.traces)
+    extra = shown_arguments(sys.argv[1:] if argv is None else argv, args.traces)
     (args.out / "markets.md").write_text(page(rows, runs, traces, plotted, wall, extra, job_s, cached))
     print(f"wrote {args.out / 'markets.md'}, markets.csv, {', '.join(plotted)}")
     bad = broken_runs(rows)

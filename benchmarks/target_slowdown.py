@@ -29,8 +29,6 @@ keyed by a hash of ``wire_daemon``'s sources: a code change reruns everything.
 from __future__ import annotations
 
 import argparse
-import csv
-import hashlib
 import json
 import math
 import os
@@ -38,9 +36,9 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -54,9 +52,9 @@ sys.path.insert(0, str(REPO))  # this checkout's wire_daemon and wire_lab, insta
 from wire_daemon.core.config import SteeringConfig  # noqa: E402
 from wire_daemon.runtime.policies import DEFAULT_POLICY, compared_policies  # noqa: E402
 from wire_daemon.runtime.replay import STAGE_CLASSES, replay  # noqa: E402
+from wire_lab.evaluation.grid import cached_grid, shown_arguments, source_fingerprint, write_rows, yes_or_no
 from wire_lab.evaluation.report import library_version  # noqa: E402
 from wire_lab.evaluation.runs import SETTINGS, _workflow, find_traces, replay_config  # noqa: E402
-from wire_lab.traces import traces_flag  # noqa: E402
 
 # The on-demand study: the spot peers have their own (benchmarks/markets.py).
 POLICY_NAMES = compared_policies(SteeringConfig())
@@ -152,43 +150,6 @@ def run_job(job: Job, targets: Sequence[float]) -> dict:
         for name, (r, target) in results.items()
     ]
     return {"rows": [asdict(r) for r in rows], "errors": errors}
-
-
-def fingerprint() -> str:
-    digest = hashlib.sha256()
-    package = REPO / "wire_daemon"
-    for p in sorted(package.rglob("*.py")):
-        digest.update(p.relative_to(package).as_posix().encode())
-        digest.update(p.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def run_grid(jobs: Sequence[Job], targets: Sequence[float], cache: Path, workers: int) -> list[dict]:
-    key_of = fingerprint() + json.dumps(list(targets))
-    done: dict[str, dict] = {}
-    if cache.exists():
-        for line in cache.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if entry.get("fingerprint") == key_of:
-                done[entry["key"]] = entry["data"]
-    todo = [j for j in jobs if j.key not in done]
-    print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} cached", flush=True)
-    started = time.perf_counter()
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    with ProcessPoolExecutor(max_workers=max(1, min(workers, WORKERS))) as pool, cache.open("a") as out:
-        futures = {pool.submit(run_job, job, targets): job for job in todo}
-        for n, future in enumerate(as_completed(futures), 1):
-            job = futures[future]
-            data = future.result()
-            done[job.key] = data
-            out.write(json.dumps({"key": job.key, "fingerprint": key_of, "data": data}) + "\n")
-            out.flush()
-            if n % 24 == 0 or n == len(todo):
-                print(f"[{n}/{len(todo)}] {time.perf_counter() - started:7.1f} s", flush=True)
-    return [done[j.key] for j in jobs]
 
 
 # --- the figures ---------------------------------------------------------------------
@@ -337,14 +298,6 @@ def frontier_plots(runs: Runs, names: Sequence[str], out_dir: Path) -> list[str]
 # --- the page --------------------------------------------------------------------------
 
 
-def write_csv(rows: Sequence[dict], path: Path) -> None:
-    with path.open("w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=[f.name for f in fields(Row)])
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
-
-
 def page(
     runs: Runs,
     jobs: Sequence[Job],
@@ -391,40 +344,40 @@ def page(
     w = dominance(runs, "wire", keys)
     lines.append(
         f"| 1a | default dominated by PFA, pure-reactive or reactive-conserving in <= 5 % of runs | "
-        f"{d.pct(d.dominated)} (`wire`: {w.pct(w.dominated)}) | {_yes(d.dominated <= 0.05 * d.runs)} |"
+        f"{d.pct(d.dominated)} (`wire`: {w.pct(w.dominated)}) | {yes_or_no(d.dominated <= 0.05 * d.runs)} |"
     )
     lines.append(
         f"| 1b | default dominates PFA or pure-reactive in >= 40 % of runs | {d.pct(d.dominating)}, "
         f"{d.ties_dominating} of them at an equal makespan (`wire`: {w.pct(w.dominating)}) | "
-        f"{_yes(d.dominating >= 0.4 * d.runs)} |"
+        f"{yes_or_no(d.dominating >= 0.4 * d.runs)} |"
     )
     for t in targets:
         n, met, cheap, both = knob(runs, t, f"{me}@{t:g}")
         lines.append(
             f"| 2 | target {t:g}: relative time <= {t:g} in >= 90 % of the {n} runs of >= 10 intervals | "
-            f"{met} of {n} ({100 * met / n:.1f} %) | {_yes(met >= 0.9 * n)} |"
+            f"{met} of {n} ({100 * met / n:.1f} %) | {yes_or_no(met >= 0.9 * n)} |"
         )
         lines.append(
             f"| 2 | target {t:g}: cost <= the cheapest peer meeting {t:g} in >= 80 % of them | "
-            f"{cheap} of {n} ({100 * cheap / n:.1f} %); both at once: {both} | {_yes(cheap >= 0.8 * n)} |"
+            f"{cheap} of {n} ({100 * cheap / n:.1f} %); both at once: {both} | {yes_or_no(cheap >= 0.8 * n)} |"
         )
     seis = [k for k in keys if k[0] == SEISMOLOGY and k[2] == 1.0 and k[1] in (1.0, 15.0)]
     worst = max((runs[k][me]["relative_time"] for k in seis), default=math.nan)
     fastest = min((runs[k][p]["relative_time"] for k in seis for p in POLICY_NAMES if p != "full-site"), default=0)
     lines.append(
         f"| 3 | seismology 1,000 tasks, K = 1, u = 1 and 15: relative time <= 2.5 | worst {worst:.3f} "
-        f"(the fastest elastic policy of the registry: {fastest:.3f}) | {_yes(worst <= 2.5)} |"
+        f"(the fastest elastic policy of the registry: {fastest:.3f}) | {yes_or_no(worst <= 2.5)} |"
     )
     u1 = [k for k in keys if k[1] == 1.0]
     slow = [k for k in u1 if runs[k][me]["makespan_s"] > 1.05 * runs[k]["pfa"]["makespan_s"]]
     cheaper = sum(runs[k][me]["cost_units"] < runs[k]["pfa"]["cost_units"] for k in u1)
     lines.append(
         f"| 4a | u = 1: never slower than PFA by more than 5 % | slower by more than 5 % in {len(slow)} of "
-        f"{len(u1)} runs | {_yes(not slow)} |"
+        f"{len(u1)} runs | {yes_or_no(not slow)} |"
     )
     lines.append(
         f"| 4b | u = 1: cheaper than PFA in >= 60 % of runs | {cheaper} of {len(u1)} "
-        f"({100 * cheaper / len(u1):.1f} %) | {_yes(cheaper >= 0.6 * len(u1))} |"
+        f"({100 * cheaper / len(u1):.1f} %) | {yes_or_no(cheaper >= 0.6 * len(u1))} |"
     )
     errors = pooled_errors(datas, jobs)
     for cls in ("medium", "long"):
@@ -439,7 +392,7 @@ def page(
             parts.append(f"K={k:g}: {mine.mean():.3g} against {theirs.mean():.3g} ({change})")
         lines.append(
             f"| 5 | prediction error, {cls} stages: mean abs at least 30 % lower than `wire`'s | "
-            f"{'; '.join(parts)} | {_yes(ok)} |"
+            f"{'; '.join(parts)} | {yes_or_no(ok)} |"
         )
     if scale_rows:
         worst = max(r["plan_max_ms"] for r in scale_rows)
@@ -449,7 +402,7 @@ def page(
             for r in scale_rows
         )
         lines.append(
-            f"| 6 | one decision <= 100 ms at 100k tasks (`{SCALE_COMMAND}`) | {shown} | {_yes(worst <= 100.0)} |"
+            f"| 6 | one decision <= 100 ms at 100k tasks (`{SCALE_COMMAND}`) | {shown} | {yes_or_no(worst <= 100.0)} |"
         )
     lines += ["", "## By time scale and charging unit (default target)", ""]
     lines += [
@@ -543,24 +496,6 @@ def scale_benchmark() -> list[dict]:
     return rows
 
 
-def _yes(ok: bool) -> str:
-    return "yes" if ok else "**no**"
-
-
-def _shown_arguments(argv: Sequence[str], traces: Path) -> list[str]:
-    """The command line as the page shows it: the traces folder as ``traces_flag`` names it."""
-    shown, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--traces":
-            skip = True
-        elif not arg.startswith("--traces="):
-            shown.append(arg)
-    flag = traces_flag(traces).strip()
-    return [flag, *shown] if flag else shown
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -575,15 +510,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = [Job(n, str(p), u, k, s) for n, p in traces for u in UNITS_MIN for k in SCALES for s in SEEDS]
     jobs.sort(key=lambda j: (-j.scale, j.key))  # long runs first, so that the workers finish together
     started = time.perf_counter()
-    datas = run_grid(jobs, args.targets, args.out / ".cache" / "policy.jsonl", args.workers)
+    cache, workers = args.out / ".cache" / "policy.jsonl", min(args.workers, WORKERS)
+    fingerprint = source_fingerprint() + json.dumps(list(args.targets))
+    datas, _ = cached_grid(jobs, partial(run_job, targets=args.targets), cache, workers, fingerprint)
     wall = time.perf_counter() - started
     rows = [r for d in datas for r in d["rows"]]
     args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(rows, args.out / "policy.csv")
+    write_rows(rows, args.out / "policy.csv", [f.name for f in fields(Row)])
     runs = by_job(rows)
     names = [*POLICY_NAMES, *(f"{DEFAULT_POLICY}@{t:g}" for t in args.targets)]
     plots = frontier_plots(runs, names, args.out)
-    extra = _shown_arguments(sys.argv[1:] if argv is None else argv, args.traces)
+    extra = shown_arguments(sys.argv[1:] if argv is None else argv, args.traces)
     scale_rows = [] if args.skip_scale else scale_benchmark()
     text = page(runs, jobs, datas, traces, args.targets, plots, wall, extra, scale_rows)
     (args.out / "policy.md").write_text(text)
