@@ -35,7 +35,8 @@ import logging
 import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -300,7 +301,21 @@ class CloudDriver(ABC):
     def _tag(self, instance_ids: list[str], tags: dict[str, str]) -> None:
         """One try: set these tags (EC2) or metadata keys (OpenStack) on these instances. Raises CloudError."""
 
+    @abstractmethod
+    def _map_error(self, exc: Exception, operation: str) -> CloudError:
+        """The CloudError an SDK failure of ``operation`` is (kind, code, one clean line)."""
+
     # -- helpers --------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self, operation: str) -> Iterator[None]:
+        """Around one SDK call: every failure leaves as a CloudError."""
+        try:
+            yield
+        except CloudError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a CloudError
+            raise self._map_error(exc, operation) from exc
 
     def slots_for(self, instance_type: str) -> int:
         """The slots an instance of this type has; the configured count for "" or an unlisted type."""

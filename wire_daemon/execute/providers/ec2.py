@@ -15,8 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import field
 from datetime import datetime
 from typing import Annotated, Any
@@ -304,14 +303,8 @@ class Ec2Driver(CloudDriver):
             market=Market.SPOT if raw.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND,
         )
 
-    @contextmanager
-    def _errors(self, operation: str) -> Iterator[None]:
-        try:
-            yield
-        except CloudError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a CloudError
-            raise map_error(exc, operation) from exc
+    def _map_error(self, exc: Exception, operation: str) -> CloudError:
+        return map_error(exc, operation)
 
 
 # -- error mapping ------------------------------------------------------------

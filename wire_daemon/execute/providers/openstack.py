@@ -22,8 +22,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -278,14 +277,8 @@ class OpenStackDriver(CloudDriver):
             request_id=metadata.get(TAG_REQUEST, request_id),
         )
 
-    @contextmanager
-    def _errors(self, operation: str) -> Iterator[None]:
-        try:
-            yield
-        except CloudError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - every SDK failure becomes a CloudError
-            raise map_error(exc, operation) from exc
+    def _map_error(self, exc: Exception, operation: str) -> CloudError:
+        return map_error(exc, operation)
 
 
 def _state(server: Any) -> CloudState:
