@@ -110,6 +110,9 @@ def _add_control(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    speedup = getattr(args, "speedup", None)
+    if speedup is not None and not speedup > 0:
+        raise ConfigError(f"--speedup must be > 0 virtual seconds per wall second (got {speedup:g})")
     settings = load_settings(args.config)
     site = settings.site
     overrides = {k: getattr(args, k, None) for k in ("site", "trace", "speedup")}
@@ -120,7 +123,7 @@ def _settings(args: argparse.Namespace) -> Settings:
             site,
             kind=overrides["site"] or site.kind,
             trace=overrides["trace"] or site.trace,
-            speedup=overrides["speedup"] or site.speedup,
+            speedup=site.speedup if speedup is None else speedup,
         )
         settings = replace(settings, site=site)
     return settings
