@@ -57,7 +57,7 @@ RESULTS = REPO / "docs" / "results"
 
 sys.path.insert(0, str(REPO))  # this checkout's wire_daemon and wire_lab, installed or not
 
-import wire_daemon.runtime.replay as replay_module
+import wire_daemon.runtime.assembly as assembly_module
 from wire_daemon.core.config import ReplayConfig
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.workflow import Workflow
@@ -189,12 +189,12 @@ class _WatchedSite(EmulatedSite):
 
 @contextmanager
 def watched_site() -> Iterator[None]:
-    saved = replay_module.EmulatedSite
-    replay_module.EmulatedSite = _WatchedSite
+    saved = assembly_module.EmulatedSite
+    assembly_module.EmulatedSite = _WatchedSite
     try:
         yield
     finally:
-        replay_module.EmulatedSite = saved
+        assembly_module.EmulatedSite = saved
         _WatchedSite.horizon_s = math.inf
 
 

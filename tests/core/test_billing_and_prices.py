@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wire_daemon.core.billing import Billing
-from wire_daemon.core.pricing import Market, Offer, money, unit_priced
+from wire_daemon.core.pricing import Market, Offer, Span, bill, money, price_list, unit_priced
 
 
 def _scan_starts(billing: Billing, launch: float, end: float, after: float, until: float) -> int:
@@ -65,3 +65,19 @@ def test_a_price_per_unit_is_the_same_money_per_hour():
     offer = unit_priced("small", 2, 1.5, billing)
     assert offer.on_demand_per_hour == pytest.approx(6.0)
     assert money(billing, offer.on_demand_per_hour, 0.0, 1000.0) == pytest.approx(2 * 1.5)
+
+
+def test_a_bill_splits_time_passed_from_time_charged_and_not_yet_used():
+    hourly = Billing(3600.0)
+    spans = [Span(2.0, 0.0, 1800.0), Span(2.0, 0.0, None)]  # one ended after half an hour, one still up
+    now_bill = bill(spans, hourly, 900.0)
+    assert now_bill.spent == pytest.approx(2.0 + 0.5) and now_bill.committed == pytest.approx(1.5)
+    assert now_bill.total == pytest.approx(4.0)
+    per_second = bill([Span(3.6, 0.0, None)], Billing.per_second(), 30.0)  # the 60 s minimum is charged
+    assert per_second.spent == pytest.approx(0.03) and per_second.committed == pytest.approx(0.03)
+
+
+def test_the_price_list_of_one_configured_type_is_its_price_per_hour_with_spot_at_the_ratio():
+    offers = price_list((), 4, Billing(3600.0), 0.35, price_per_hour=0.2)
+    assert offers[""].price_per_hour(Market.ON_DEMAND) == 0.2
+    assert offers[""].price_per_hour(Market.SPOT) == pytest.approx(0.07)

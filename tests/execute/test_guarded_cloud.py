@@ -14,6 +14,7 @@ from wire_daemon.core.billing import Billing
 from wire_daemon.core.errors import CloudQuotaError
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal, NoticeBox
+from wire_daemon.core.pricing import Market, price_list
 from wire_daemon.execute.dry_run import dry_run_guard
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
 from wire_daemon.persist.store import StateStore
@@ -276,3 +277,17 @@ def test_a_daemon_killed_between_launch_and_record_adopts_instead_of_duplicating
     tagged = boto_client("ec2").describe_instances(Filters=[{"Name": "tag:wire:pool", "Values": [ownership.pool]}])
     states = [i["State"]["Name"] for r in tagged["Reservations"] for i in r["Instances"]]
     assert len([s for s in states if s in ("pending", "running")]) == 3
+
+
+def test_the_bill_prices_each_instance_at_its_market(world, tmp_path):
+    clock, driver, store, _ = world
+    offers = price_list((), 4, Billing(3600.0), 0.25, price_per_hour=0.4)
+    cloud = make_guard(driver, store, SafetyConfig(), lambda: clock["t"], offers=offers)
+    (on_demand,) = cloud.launch(1)
+    driver.live["i-spot"] = Instance("i-spot", 0.0, 4, "running", market=Market.SPOT)
+    cloud.reconcile()  # adopts the spot one, as a restart would
+    clock["t"] = 900.0
+    money = cloud.bill(900.0)
+    assert money.total == pytest.approx(0.4 + 0.1)  # an hour each is charged: on-demand 0.4, spot 0.25 x 0.4
+    assert money.spent == pytest.approx(0.25 * 0.5) and money.committed == pytest.approx(0.75 * 0.5)
+    assert on_demand.market is Market.ON_DEMAND

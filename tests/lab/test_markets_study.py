@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import wire_daemon.runtime.replay as replay_module
+import wire_daemon.runtime.assembly as assembly_module
 from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.runtime.replay import replay
@@ -155,7 +155,7 @@ def test_an_instance_launched_behind_the_loops_back_is_a_leak(study):
     assert checks.pool_at_end >= 1 and checks.spot_instances >= 1 and checks.on_demand_instances == 0
     site.launch(1)  # nobody's decision: the daemon would never know it
     assert study.site_checks(site, result, site.initial_ids, config.steering.interval_s).leaked == 1
-    assert replay_module.EmulatedSite is EmulatedSite  # the watch is lifted after the run
+    assert assembly_module.EmulatedSite is EmulatedSite  # the watch is lifted after the run
 
 
 def test_a_spot_pool_that_never_falls_back_is_stopped_at_the_horizon(study):
@@ -168,4 +168,4 @@ def test_a_spot_pool_that_never_falls_back_is_stopped_at_the_horizon(study):
     assert stopped.checks.tasks_completed == 0 and stopped.makespan_s == 20 * 3600.0
     assert stopped.interruptions > 10 and stopped.restarts > 10 and stopped.money > 0
     assert finished.checks.tasks_completed == 1 and finished.makespan_s < 11 * 3600.0
-    assert replay_module.EmulatedSite is EmulatedSite and study._WatchedSite.horizon_s == float("inf")
+    assert assembly_module.EmulatedSite is EmulatedSite and study._WatchedSite.horizon_s == float("inf")

@@ -97,7 +97,7 @@ def test_the_operator_s_mode_reaches_the_assembled_loop():
     """The options carry the runtime's PoolControl and lifecycle into the policy the loop runs."""
     workflow = _workflow()
     config = ReplayConfig(steering=SteeringConfig(min_instances=0, max_instances=3))
-    site = replay.EmulatedSite(workflow, config.emulation, 4, config.steering.billing)
+    site = assembly.EmulatedSite(workflow, config.emulation, 4, config.steering.billing)
     control = PoolControl()
     control.apply("pause")
     inputs = policies.PolicyInputs(replay.RunState(workflow), config.steering)
@@ -110,17 +110,17 @@ def test_the_operator_s_mode_reaches_the_assembled_loop():
 
 def _first_pool(monkeypatch, name: str) -> int:
     seen: list[int] = []
-    real = replay.EmulatedSite
+    real = assembly.EmulatedSite
 
     def site(*args, **kwargs):
         made = real(*args, **kwargs)
         seen.append(len(made.list_instances()))
         return made
 
-    monkeypatch.setattr(replay, "EmulatedSite", site)
+    monkeypatch.setattr(assembly, "EmulatedSite", site)
     config = ReplayConfig(steering=SteeringConfig(max_instances=3), emulation=EmulationConfig(initial_instances=1))
     replay.replay(_workflow(), name, config)
-    monkeypatch.setattr(replay, "EmulatedSite", real)
+    monkeypatch.setattr(assembly, "EmulatedSite", real)
     return seen[0]
 
 

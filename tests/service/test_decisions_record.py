@@ -13,7 +13,7 @@ from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.settings import load_settings
 from wire_daemon.service.daemon import Daemon
 from wire_daemon.service.render import format_estimates
-from wire_daemon.service.wording import decision_words
+from wire_daemon.service.wording import decision_line, decision_words
 from wire_lab.live_writer import WriterOptions, build_live
 
 from .emulated_config import emulated_config
@@ -101,3 +101,8 @@ def test_an_estimate_reads_as_the_time_to_the_end_whichever_way_the_log_wrote_it
     replayed = {"time": 540.0, "clock": "virtual", "planned": 2, "estimates": [{"size": 2, "makespan_s": 120.0}]}
     replayed["estimates"][0]["cost_units"] = 1
     assert format_estimates(replayed) == "estimates [2: ends in 120 s, +1 units]"
+
+
+def test_a_decision_line_gives_the_money_beside_the_units():
+    line = decision_line({"time": 0.0, "pool": 2, "target": 2, "cost_units": 3, "cost_money": 0.855})
+    assert "cost so far 3 unit(s), money 0.85" in line or "cost so far 3 unit(s), money 0.86" in line

@@ -32,6 +32,7 @@ RECORD = DecisionRecord(
     boosted=0,
     decision_s=0.0042,
     cost_units=23,
+    cost_money=4.6,
 )
 # What the loop and the guard publish around one decision, as typed events.
 EVENTS = [
@@ -86,6 +87,7 @@ def test_endpoint_reports_an_observed_record(served) -> None:
         "wire_upcoming_load_tasks": 12,
         "wire_upcoming_load_seconds": 2072.5,
         "wire_cost_units": 23,
+        "wire_cost_money": 4.6,
         "wire_last_decision_time_seconds": 540,
         "wire_decisions_total": 1,
         "wire_instances_launched_total": 2,

@@ -61,6 +61,14 @@ def test_report_with_cost_adds_a_panel(tmp_path: Path, replay_records: list[dict
     assert not np.array_equal(plain, with_cost)
 
 
+def test_report_with_money_adds_its_own_panel(tmp_path: Path, replay_records: list[dict]) -> None:
+    units = [{**r, "cost_units": n} for n, r in enumerate(replay_records)]
+    money = [{**r, "cost_money": 0.25 * r["cost_units"]} for r in units]
+    with_units = _assert_drawn(render_report(units, tmp_path / "units.png", "t"))
+    with_money = _assert_drawn(render_report(money, tmp_path / "money.png", "t"))
+    assert not np.array_equal(with_units, with_money)
+
+
 def test_report_from_jsonl_with_epoch_times(tmp_path: Path, replay_records: list[dict]) -> None:
     log_path = tmp_path / "decisions.jsonl"
     with log_path.open("w") as f:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 from wire_daemon.persist.store import StateStore
 from wire_daemon.service.status import (
@@ -160,3 +161,11 @@ def test_a_stopped_daemon_shows_how_its_run_ended(tmp_path):
     text = render_status(report, now=WALL + 10)
     assert ": the workflow finished (the figures below are final)" in text
     assert "remaining work" not in text  # a stopped run has none to estimate
+
+
+def test_the_status_gives_the_money_spent_and_committed_beside_the_units(tmp_path):
+    snapshot = replace(_snapshot(), cost=Cost(3, 1, 2, spent_money=0.51, committed_money=0.34, currency="USD"))
+    _state_file(tmp_path, snapshot.to_json())
+    text = render_status(read_status(tmp_path / "state.sqlite"), now=WALL)
+    assert "money: 0.85 USD: 0.51 spent, 0.34 committed (charged, not yet used)" in text
+    assert "cost: 3 charging unit(s)" in text  # the units stay

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from wire_daemon.core.billing import Billing
+from wire_daemon.core.pricing import Offer, price_list
 from wire_daemon.core.sections import AtLeastOne, AtLeastZero, Positive, check, one_of, section
 
 # Condor slots per instance unless steering.slots_per_instance says otherwise: the one place of this default.
@@ -102,6 +103,11 @@ class SteeringConfig:
     market: Annotated[str, one_of(*MARKET_MODES)] = "on-demand"
     spot_price_ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.35
     spot_interruptions_per_hour: Annotated[float, AtLeastZero] = 0.05
+    # Money: the on-demand price of one instance-hour of the configured type (instance_types carry their
+    # own price per charging unit), and the currency status, decisions and metrics name. By default one
+    # on-demand instance-hour costs 1: money is then counted in on-demand instance-hours.
+    price_per_hour: Annotated[float, Positive] = 1.0
+    currency: Annotated[str, Field(min_length=1)] = "on-demand hours"
 
     @property
     def planning_unit_s(self) -> float:
@@ -114,6 +120,12 @@ class SteeringConfig:
         if self.billing_model == "second":
             return Billing.per_second(self.minimum_charge_s)
         return Billing(self.charging_unit_s)
+
+    def offers(self) -> dict[str, Offer]:
+        """What the pool may launch, priced per hour in each market (``core.pricing``)."""
+        return price_list(
+            self.instance_types, self.slots_per_instance, self.billing, self.spot_price_ratio, self.price_per_hour
+        )
 
     def instance_type(self, name: str) -> InstanceType | None:
         """The listed type called ``name``; None when types are not listed or the name is not one."""

@@ -14,7 +14,9 @@ equal to charging units.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from wire_daemon.core.billing import Billing
 
@@ -66,6 +68,51 @@ def unit_priced(name: str, cores: int, price_per_unit: float, billing: Billing, 
     return Offer(name, cores, memory_mib, price_per_unit * SECONDS_PER_HOUR / billing.charging_unit_s)
 
 
+def price_list(
+    types: Sequence[Any], slots: int, billing: Billing, spot_ratio: float, price_per_hour: float = 1.0
+) -> dict[str, Offer]:
+    """Each type a pool may launch, by name: listed types priced per charging unit (``InstanceType``);
+    without types, the one of ``slots`` cores (name "") at ``price_per_hour`` on-demand."""
+    offers = [unit_priced(t.name, t.cores, t.price, billing, t.memory_mib) for t in types]
+    offers = offers or [Offer("", slots, on_demand_per_hour=price_per_hour)]
+    return {o.name: o.with_spot_ratio(spot_ratio) for o in offers}
+
+
 def money(billing: Billing, price_per_hour: float, launch_time: float, end: float) -> float:
     """What one instance that ran from ``launch_time`` to ``end`` costs at ``price_per_hour``."""
     return billing.billed_seconds(launch_time, end) * price_per_hour / SECONDS_PER_HOUR
+
+
+@dataclass(frozen=True)
+class Bill:
+    """Money paid so far: *spent* on time that has passed (or on an instance that ended), *committed*
+    to time already charged and not yet used (the rest of a live instance's unit or minimum charge)."""
+
+    spent: float = 0.0
+    committed: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.spent + self.committed
+
+
+@dataclass(frozen=True)
+class Span:
+    """One instance as the bill sees it: its price, its launch, its end (None: still live)."""
+
+    price_per_hour: float
+    launch_time: float
+    end: float | None
+
+
+def bill(spans: Sequence[Span], billing: Billing, now: float) -> Bill:
+    """The bill of ``spans`` at ``now``."""
+    spent = committed = 0.0
+    for s in spans:
+        charged = money(billing, s.price_per_hour, s.launch_time, now if s.end is None else s.end)
+        if s.end is None:
+            used = max(now - s.launch_time, 0.0) * s.price_per_hour / SECONDS_PER_HOUR
+            spent, committed = spent + min(used, charged), committed + max(charged - used, 0.0)
+        else:
+            spent += charged
+    return Bill(spent, committed)

@@ -60,7 +60,7 @@ from wire_daemon.core.config import EmulationConfig, InstanceType
 from wire_daemon.core.errors import CloudCapacityError, ConfigError
 from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.core.instances import CloudState, Instance
-from wire_daemon.core.pricing import DEFAULT_SPOT_PRICE_RATIO, Market, Offer, money, unit_priced
+from wire_daemon.core.pricing import DEFAULT_SPOT_PRICE_RATIO, Bill, Market, Span, bill, money, price_list
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.market import Reclaimer, SpotMarket, storm_time
 from wire_daemon.ports.prediction import DispatchEstimate
@@ -130,6 +130,7 @@ class EmulatedSite:
         market: SpotMarket | None = None,
         spot_price_ratio: float = DEFAULT_SPOT_PRICE_RATIO,
         initial_market: Market = Market.ON_DEMAND,
+        price_per_hour: float = 1.0,  # the one type's on-demand price, without instance types
     ) -> None:
         self.wf = workflow
         self.config = config
@@ -137,7 +138,7 @@ class EmulatedSite:
         self.types = {t.name: t for t in types}
         self._first_type = types[0].name if types else ""
         self.billing = billing
-        self.offers = _offers(types, slots_per_instance, billing, spot_price_ratio)
+        self.offers = price_list(types, slots_per_instance, billing, spot_price_ratio, price_per_hour)
         self.market = market or SpotMarket(seed=config.seed)
         self._reclaimer = Reclaimer(self.market)
         self.interruptions = 0  # reclaim notices received
@@ -306,6 +307,11 @@ class EmulatedSite:
         on-demand price per unit, without instance types or markets)."""
         live = self._instances.values()
         return sum(money(self.billing, i.price_per_hour, i.launch_time, self._end(i, until)) for i in live)
+
+    def bill(self, now: float) -> Bill:
+        """Money spent and committed at ``now`` (``core.pricing.bill``)."""
+        spans = [Span(i.price_per_hour, i.launch_time, i.end_time) for i in self._instances.values()]
+        return bill(spans, self.billing, now)
 
     def paid_slot_seconds(self, until: float) -> float:
         return sum(self._units(i, until) * self.billing.charging_unit_s * i.slots for i in self._instances.values())
@@ -656,14 +662,6 @@ class EmulatedSite:
         return Instance(
             inst.instance_id, inst.launch_time, inst.slots, state, instance_type=inst.instance_type, market=inst.market
         )
-
-
-def _offers(types: Sequence[InstanceType], slots: int, billing: Billing, spot_ratio: float) -> dict[str, Offer]:
-    """Each type as the site sells it; without types, one of ``slots`` cores at 1 per instance-hour on-demand
-    (money is then on-demand instance-hours: charging units under hourly billing)."""
-    offers = [unit_priced(t.name, t.cores, t.price, billing, t.memory_mib) for t in types]
-    offers = offers or [Offer("", slots, on_demand_per_hour=1.0)]
-    return {o.name: o.with_spot_ratio(spot_ratio) for o in offers}
 
 
 def spot_market(workflow: Workflow, config: EmulationConfig) -> SpotMarket:

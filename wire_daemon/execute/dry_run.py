@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.journal import Journal, Notice
-from wire_daemon.core.pricing import Market
+from wire_daemon.core.pricing import Market, Offer
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
 from wire_daemon.persist.store import StateStore
 from wire_daemon.ports import Cloud
@@ -83,6 +83,7 @@ def dry_run_guard(
     journal: Journal,
     holds_claims: Callable[[str], bool] | None = None,
     prices: Mapping[str, float] | None = None,
+    offers: Mapping[str, Offer] | None = None,
 ) -> GuardedCloud:
     """The guard over a phantom pool standing in for ``provider``, its books in a scratch store.
 
@@ -100,6 +101,7 @@ def dry_run_guard(
         journal=journal,
         holds_claims=holds_claims,
         prices=prices,
+        offers=offers,
     )
 
 

@@ -60,7 +60,7 @@ from wire_daemon.core.instances import (
     can_move,
 )
 from wire_daemon.core.journal import Journal, Notice, back_off, cloud_error, limit_hit
-from wire_daemon.core.pricing import Market
+from wire_daemon.core.pricing import Bill, Market, Offer, Span, bill
 from wire_daemon.core.sections import AtLeastZero, Positive, section
 from wire_daemon.execute.providers.base import LEASE_RENEW_S, LEASE_TTL_S, Lease, Ownership
 from wire_daemon.persist.recorder import StoreRecorder
@@ -137,6 +137,7 @@ class GuardedCloud:
         holds_claims: Callable[[str], bool] | None = None,
         prices: Mapping[str, float] | None = None,
         lifecycle: Lifecycle | None = None,
+        offers: Mapping[str, Offer] | None = None,
     ) -> None:
         self.driver = driver
         self.store = store
@@ -152,6 +153,9 @@ class GuardedCloud:
         # Price per charging unit of each instance type (steering.instance_types); empty: every unit costs 1.
         self.prices = dict(prices or {})
         self._type_of: dict[str, str] = {}  # instance -> its type, as launched or listed
+        # The money side (core.pricing): each type's price per hour in each market, and each instance's market.
+        self.offers = dict(offers or {})
+        self._market_of: dict[str, Market] = {}
         self._contested = ""  # why launches are held: another daemon's fresh lease on this pool ("" if none)
 
     @property
@@ -277,6 +281,22 @@ class GuardedCloud:
     def cost_units(self, now: float) -> int:
         """Charging units started so far by every instance we launched."""
         return sum(self.billing.units(start, end) for _, start, end in self._spans(now))
+
+    def bill(self, now: float) -> Bill:
+        """Money spent and committed by every instance we launched, at its type's and market's price."""
+        spans = [
+            Span(self._price_per_hour(r.instance_id), r.launch_time, r.ended_at)
+            for r in self.store.instances(live_only=False)
+        ]
+        return bill(spans, self.billing, now)
+
+    def _price_per_hour(self, instance_id: str) -> float:
+        """An instance's price per hour; a type or market not known (a previous life's): the dearest."""
+        offer = self.offers.get(self._type_of.get(instance_id, ""))
+        if offer is None:
+            return max((o.on_demand_per_hour for o in self.offers.values()), default=1.0)
+        market = self._market_of.get(instance_id, Market.ON_DEMAND)
+        return offer.price_per_hour(market) if offer.offers(market) else offer.on_demand_per_hour
 
     def _count_pool(self, now: float) -> PoolCount | None:
         """Every instance that may be live, from the cloud's own listing; None when the cloud cannot be listed.
@@ -454,6 +474,7 @@ class GuardedCloud:
         for i in instances:
             if i.instance_type:
                 self._type_of[i.instance_id] = i.instance_type
+            self._market_of[i.instance_id] = i.market
             self.lifecycle.admit(i, request_id, time=self.clock())
 
     def _adopt(self, instances: Sequence[Instance]) -> None:
@@ -465,6 +486,7 @@ class GuardedCloud:
         for instance in instances:
             if instance.instance_type:  # what the budget prices it at, also for those a previous life recorded
                 self._type_of[instance.instance_id] = instance.instance_type
+            self._market_of[instance.instance_id] = instance.market
             if instance.instance_id in known:
                 continue
             self._record([instance], instance.request_id or None)

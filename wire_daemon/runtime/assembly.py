@@ -29,8 +29,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from wire_daemon.core.config import EmulationConfig, SteeringConfig
 from wire_daemon.core.instances import Lifecycle
 from wire_daemon.core.journal import Journal
+from wire_daemon.core.pricing import Market
+from wire_daemon.core.workflow import Workflow
+from wire_daemon.emulated.site import EmulatedSite, spot_market
 from wire_daemon.execute.market_fallback import FallbackRule, SpotFallback
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.ports import Cloud, CondorControl, Observations
@@ -104,4 +108,21 @@ def assemble_loop(
         lifecycle=options.lifecycle,
         joined=options.joined,
         memory=options.memory,
+    )
+
+
+def emulated_site(
+    workflow: Workflow, steering: SteeringConfig, emulation: EmulationConfig, initial_market: Market = Market.ON_DEMAND
+) -> EmulatedSite:
+    """The emulated world a replay or an emulated daemon runs in: its pool, prices and spot market."""
+    return EmulatedSite(
+        workflow,
+        emulation,
+        steering.slots_per_instance,
+        steering.billing,
+        steering.instance_types,
+        market=spot_market(workflow, emulation),
+        spot_price_ratio=steering.spot_price_ratio,
+        initial_market=initial_market,
+        price_per_hour=steering.price_per_hour,
     )

@@ -33,11 +33,11 @@ from wire_daemon.core.errors import WireError
 from wire_daemon.core.journal import Journal
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
-from wire_daemon.emulated.site import EmulatedSite, spot_market
+from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.loop.mape import DecisionRecord
 from wire_daemon.loop.schedule import iteration_times, release_until
 from wire_daemon.ports.prediction import Prediction
-from wire_daemon.runtime.assembly import LoopOptions, World, assemble_loop
+from wire_daemon.runtime.assembly import LoopOptions, World, assemble_loop, emulated_site
 from wire_daemon.runtime.policies import PolicyInputs, compared_policies, market_at_submit, policy_entry
 
 MAX_ITERATIONS = 1_000_000
@@ -125,16 +125,7 @@ def replay(workflow: Workflow, policy_name: str, config: ReplayConfig, boost: bo
     if entry.static_pool:
         emulation = replace(emulation, initial_instances=steering.max_instances)
     started = time.perf_counter()
-    site = EmulatedSite(
-        workflow,
-        emulation,
-        steering.slots_per_instance,
-        steering.billing,
-        steering.instance_types,
-        market=spot_market(workflow, emulation),
-        spot_price_ratio=steering.spot_price_ratio,
-        initial_market=market_at_submit(entry, steering),
-    )
+    site = emulated_site(workflow, steering, emulation, market_at_submit(entry, steering))
     state = RunState(workflow)
     truth = lambda: (site.true_occupancy_s, site.true_exec_s)  # noqa: E731
     sizer = _rightsizer(workflow, config, site)

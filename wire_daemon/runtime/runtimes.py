@@ -35,8 +35,8 @@ from wire_daemon.core.errors import CloudError
 from wire_daemon.core.events import EventKind
 from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
 from wire_daemon.core.journal import Journal, Notice, TasksBoosted, cloud_error
+from wire_daemon.core.pricing import Bill
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.condor_control import LoggedCondorControl
 from wire_daemon.execute.dry_run import DryRunCloud, dry_run_guard, unwrap
@@ -52,10 +52,10 @@ from wire_daemon.persist.store import StateStore
 from wire_daemon.ports import Cloud
 from wire_daemon.ports.condor import SubmitHostCondor
 from wire_daemon.ports.memory import MemoryControl
-from wire_daemon.runtime.assembly import LoopOptions, World, assemble_loop
+from wire_daemon.runtime.assembly import LoopOptions, World, assemble_loop, emulated_site
 from wire_daemon.runtime.builders import build_condor_control, build_driver
 from wire_daemon.runtime.control import PoolControl
-from wire_daemon.runtime.policies import PolicyInputs
+from wire_daemon.runtime.policies import PolicyInputs, market_at_submit, policy_entry
 from wire_daemon.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,9 @@ class Runtime(Protocol):
     def instances(self) -> Sequence[Instance]: ...
 
     def cost_units(self, now: float) -> int: ...
+
+    def bill(self, now: float) -> Bill:
+        """Money spent and committed so far, at the configured prices."""
 
     def flush_notes(self) -> None:
         """Publish what the site has to say since the last call (input problems, dry-run condor calls)."""
@@ -112,8 +115,8 @@ class EmulatedRuntime:
         s = settings
         self.trace = Path(s.site.trace) if s.site.trace else bundled_trace_path()
         workflow = load_trace(self.trace)
-        self.site = EmulatedSite(
-            workflow, s.emulation, s.steering.slots_per_instance, s.steering.billing, s.steering.instance_types
+        self.site = emulated_site(
+            workflow, s.steering, s.emulation, market_at_submit(policy_entry(s.policy), s.steering)
         )
         self.speedup = s.site.speedup
         self.sleep = sleep
@@ -129,7 +132,7 @@ class EmulatedRuntime:
         self.loop = assemble_loop(
             s.policy,
             PolicyInputs(state, s.steering, s.prediction, s.policy_options, truth),
-            World(site, site, site),
+            World(site, site, site, clock=site.now),
             memory_mib,
             site,
             LoopOptions(self.control, journal=journal, memory=sizer),
@@ -156,6 +159,9 @@ class EmulatedRuntime:
 
     def cost_units(self, now: float) -> int:
         return self.site.cost_units(now)
+
+    def bill(self, now: float) -> Bill:
+        return self.site.bill(now)
 
     def flush_notes(self) -> None:
         pass  # the emulated world has no input problems and runs its own condor
@@ -243,6 +249,7 @@ class SubmitHostRuntime:
                 self.journal,
                 self.condor.holds_claims,
                 prices,
+                self.settings.steering.offers(),
             )
         return GuardedCloud(
             driver,
@@ -255,6 +262,7 @@ class SubmitHostRuntime:
             holds_claims=self.condor.holds_claims,
             prices=prices,
             lifecycle=self.lifecycle,
+            offers=self.settings.steering.offers(),
         )
 
     def _reconcile(self) -> None:
@@ -353,6 +361,9 @@ class SubmitHostRuntime:
     def cost_units(self, now: float) -> int:
         return self.cloud.cost_units(now)
 
+    def bill(self, now: float) -> Bill:
+        return self.cloud.bill(now)
+
     def flush_notes(self) -> None:
         notes = self.observations.problems.take_new()
         notes += _summarised(self.condor.take_notes())
@@ -365,6 +376,7 @@ class SubmitHostRuntime:
             self._swap_dry_run()
         self.cloud.config = settings.safety
         self.cloud.billing = settings.steering.billing
+        self.cloud.offers = settings.steering.offers()
         _apply_steering(self.loop, settings)
 
     def _swap_dry_run(self) -> None:

@@ -433,6 +433,7 @@ class Daemon:
         self.iterations += 1
         self.runtime.flush_notes()
         record.cost_units = self.runtime.cost_units(now)
+        record.cost_money = self.runtime.bill(now).total
         record.notices = self.notices.take()
         self.journal.publish(record)
         entry = record.to_json()
@@ -559,6 +560,8 @@ class Daemon:
         ended = [EndedInstance(i, st.value) for i, st in lifecycle.items() if not st.is_live and i not in listed]
         total = self.runtime.cost_units(now)
         committed = min(len(listed), total)  # each live instance is inside one started, unfinished unit
+        money = self.runtime.bill(now)
+        currency = self.settings.steering.currency
         prediction = self.loop.last_plan.prediction if self.loop.last_plan else None
         return StatusSnapshot(
             time=now,
@@ -571,7 +574,7 @@ class Daemon:
             stages=stage_statuses(self.state, prediction),
             last_decision=None if entry is None else _last_decision(entry),
             cost_units=total,
-            cost=Cost(total, total - committed, committed),
+            cost=Cost(total, total - committed, committed, round(money.spent, 4), round(money.committed, 4), currency),
             charging_unit_s=self.settings.steering.billing.charging_unit_s,
             control=ControlStatus.of(self.runtime.control),
             remaining_makespan_estimate_s=0.0

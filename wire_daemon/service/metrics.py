@@ -62,6 +62,7 @@ class Metrics:
         self.upcoming_tasks = gauge("upcoming_load_tasks", "Predicted tasks active at the start of the next interval")
         self.upcoming_load = gauge("upcoming_load_seconds", "Predicted remaining slot occupancy of the upcoming load")
         self.cost_units = gauge("cost_units", "Charging units paid so far (instance-units)")
+        self.cost_money = gauge("cost_money", "Money paid so far, spent and committed (steering.currency)")
         self.last_decision = gauge("last_decision_time_seconds", "Time of the last decision (the loop's clock)")
         self.decision_latency = Histogram(
             "decision_seconds",
@@ -109,6 +110,8 @@ class Metrics:
         self.upcoming_load.set(record.upcoming_load_s)
         if record.cost_units is not None:
             self.cost_units.set(record.cost_units)
+        if record.cost_money is not None:
+            self.cost_money.set(record.cost_money)
         self.last_decision.set(record.time)
         self.decision_latency.observe(record.decision_s)
         self.decisions.inc()

@@ -193,19 +193,23 @@ def render_report(decisions: Iterable[dict], out_png: Path, title: str, source: 
     axis = _Axis(_series(records, "time"), is_virtual(records[0]))
     x, xlabel = axis(_series(records, "time")), axis.label
     has_cost = any(isinstance(r.get("cost_units"), (int, float)) for r in records)
+    has_money = any(isinstance(r.get("cost_money"), (int, float)) for r in records)
+    panels = 2 + has_cost + has_money
     fig, axes = plt.subplots(
-        3 if has_cost else 2,
+        panels,
         1,
         sharex=True,
         figsize=FIGSIZE_IN,
         dpi=DPI,
-        gridspec_kw={"height_ratios": [1, 1, 0.7] if has_cost else [1, 1]},
+        gridspec_kw={"height_ratios": [1, 1, *([0.7] * (panels - 2))]},
     )
     try:
         _draw_pool(axes[0], x, records)
         _draw_tasks(axes[1], x, records)
         if has_cost:
             _draw_cost(axes[2], x, records)
+        if has_money:
+            _draw_money(axes[-1], x, records)
         _draw_controls(axes, axis, controls)
         _finish(fig, axes, xlabel, title, _subtitle(records), axis)
         try:
@@ -308,6 +312,16 @@ def _draw_cost(ax, x: np.ndarray, records: list[dict]) -> None:
     ax.set_ylabel("charging units")
     ax.set_title("Cost", loc="left", fontsize=11, fontweight="bold")
     _integer_y(ax)
+
+
+def _draw_money(ax, x: np.ndarray, records: list[dict]) -> None:
+    """The bill at the configured prices (spent and committed), as the daemon logged it at each decision."""
+    xs, ys = _extended(x, _series(records, "cost_money"))
+    ax.plot(xs, ys, "-", drawstyle="steps-post", color=_COLORS["cost"], linewidth=2.2, label="money paid so far")
+    ax.set_ylabel("money")
+    ax.set_title("Money", loc="left", fontsize=11, fontweight="bold")
+    low, high = ax.get_ylim()
+    ax.set_ylim(min(0.0, low), max(high * 1.1, 0.01))
 
 
 def _integer_y(ax) -> None:

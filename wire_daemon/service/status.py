@@ -109,6 +109,11 @@ class Cost:
     total_units: int = 0
     spent_units: int = 0
     committed_units: int = 0
+    # Money at the configured prices (steering.price_per_hour, instance types, markets): spent on time
+    # that passed or on instances that ended, committed to time charged and not yet used.
+    spent_money: float | None = None
+    committed_money: float | None = None
+    currency: str = ""
 
 
 @dataclass(frozen=True)

@@ -127,9 +127,16 @@ def _cost_line(snapshot: StatusSnapshot) -> str:
     cost = snapshot.cost
     if cost is None:  # an older snapshot: the total only
         return f"cost: {snapshot.cost_units} charging unit(s){per}"
-    return (
+    units = (
         f"cost: {cost.total_units} charging unit(s){per}: {cost.spent_units} spent (ended), "
         f"{cost.committed_units} committed (started, not yet ended)"
+    )
+    if cost.spent_money is None or cost.committed_money is None:  # an older snapshot: units only
+        return units
+    spent, committed = cost.spent_money, cost.committed_money
+    return (
+        f"{units}\nmoney: {spent + committed:.2f} {cost.currency}: {spent:.2f} spent, "
+        f"{committed:.2f} committed (charged, not yet used)"
     )
 
 

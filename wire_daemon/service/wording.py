@@ -193,7 +193,8 @@ def decision_words(r: dict[str, Any]) -> str:
     load_s = float(r.get("upcoming_load_s") or 0.0)
     parts.append(f"predicted load {r.get('upcoming_tasks', 0)} task(s), {duration(load_s)} of slot time")
     if "cost_units" in r:
-        parts.append(f"cost so far {r['cost_units']} unit(s)")
+        money = f", money {r['cost_money']:.2f}" if isinstance(r.get("cost_money"), (int, float)) else ""
+        parts.append(f"cost so far {r['cost_units']} unit(s){money}")
     if r.get("rule"):
         parts.append(f"why: {r['rule']}")
     if r.get("estimates"):  # a policy that estimates the whole run (target-slowdown)
