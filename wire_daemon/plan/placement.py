@@ -172,8 +172,8 @@ class MarketPlacement:
     def _worth(self, work: _Work, tasks: np.ndarray) -> bool:
         """Is spot worth it for capacity that would run ``tasks`` (none known: a typical task)?"""
         config = self.config
-        d = float(np.nanmax(work.remaining[tasks])) if tasks.size else work.typical
-        d = max(d, 1.0)
+        known = work.remaining[tasks][np.isfinite(work.remaining[tasks])]
+        d = max(float(known.max()) if known.size else work.typical, 1.0)
         critical = bool(tasks.size) and float(work.paths[tasks].max()) >= CRITICAL_SHARE * work.longest
         late_weight = config.max_instances * (d / 2 + config.interval_s) / d
         return spot_worth(d, self.rate.per_second, config.spot_price_ratio, critical, late_weight)
