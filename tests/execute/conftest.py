@@ -42,3 +42,19 @@ def retrier(fake_time):
         return Retrier(RetryPolicy(**policy), sleep=fake_time.sleep, clock=fake_time.clock)
 
     return make
+
+
+@pytest.fixture
+def moto_ec2_config(moto_endpoint, network, monkeypatch):
+    """An EC2 section pointed at moto's server, with the test credentials moto takes."""
+    from wire_daemon.execute.providers.ec2 import Ec2Config
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    return Ec2Config(
+        region="us-east-1",
+        image_id=network.image_id,
+        instance_type="c5.large",
+        subnet_id=network.subnet_id,
+        endpoint_url=moto_endpoint,
+    )

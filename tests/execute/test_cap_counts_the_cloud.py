@@ -79,19 +79,11 @@ class HttpFaults:
 
 
 @pytest.fixture
-def ec2_world(tmp_path, moto_endpoint, network, ownership, retrier, monkeypatch):
+def ec2_world(tmp_path, moto_ec2_config, ownership, retrier):
     """A guard over the EC2 driver on moto, its client wired to ``HttpFaults``; the guard's clock is the wall's."""
-    from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver, make_client
+    from wire_daemon.execute.providers.ec2 import Ec2Driver, make_client
 
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    config = Ec2Config(
-        region="us-east-1",
-        image_id=network.image_id,
-        instance_type="c5.large",
-        subnet_id=network.subnet_id,
-        endpoint_url=moto_endpoint,
-    )
+    config = moto_ec2_config
     client = make_client(config)
     faults = HttpFaults(client)
     driver = Ec2Driver(config, ownership, "#!/bin/sh\ntrue\n", client, retrier(max_attempts=3))

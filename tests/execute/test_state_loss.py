@@ -43,18 +43,10 @@ class Provider:
 
 
 @pytest.fixture
-def ec2(moto_endpoint, network, ownership, retrier, boto_client, monkeypatch) -> Provider:
-    from wire_daemon.execute.providers.ec2 import Ec2Config, Ec2Driver, make_client
+def ec2(moto_ec2_config, ownership, retrier, boto_client) -> Provider:
+    from wire_daemon.execute.providers.ec2 import Ec2Driver, make_client
 
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    config = Ec2Config(
-        region="us-east-1",
-        image_id=network.image_id,
-        instance_type="c5.large",
-        subnet_id=network.subnet_id,
-        endpoint_url=moto_endpoint,
-    )
+    config = moto_ec2_config
 
     def make(daemon_id: str, holder: str) -> CloudDriver:
         owner = Ownership(ownership.pool, daemon_id, holder)

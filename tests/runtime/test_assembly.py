@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from tests.runtime.fakes import NoCloud
 from wire_daemon.core.config import EmulationConfig, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
-from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal
 from wire_daemon.core.workflow import TaskSpec, Workflow, build_workflow
 from wire_daemon.execute.guarded_cloud import SafetyConfig
@@ -21,22 +21,6 @@ from wire_daemon.runtime.control import ControlledPolicy, PoolControl
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings
 
 EPOCH = 1_700_000_000.0
-
-
-class NoCloud:
-    slots_per_instance = 4
-
-    def list_instances(self, include_unusable: bool = False) -> list[Instance]:
-        return []
-
-    def find_request(self, request_id: str) -> list[Instance]:
-        return []
-
-    def launch(self, count: int, request_id: str | None = None, user_data: str | None = None) -> list[Instance]:
-        return []
-
-    def terminate(self, instance_ids) -> list[str]:
-        return []
 
 
 def _chain(loop: MapeLoop) -> list[type]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tests.runtime.fakes import NoCloud
 from wire_daemon.core.config import SteeringConfig
-from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal, NoticeBox
 from wire_daemon.execute.condor_control import HTCondorControl
 from wire_daemon.execute.guarded_cloud import SafetyConfig
@@ -12,22 +12,6 @@ from wire_daemon.runtime import runtimes
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings
 
 EPOCH = 1_700_000_000.0
-
-
-class NoCloud:
-    slots_per_instance = 4
-
-    def list_instances(self, include_unusable: bool = False) -> list[Instance]:
-        return []
-
-    def find_request(self, request_id: str) -> list[Instance]:
-        return []
-
-    def launch(self, count: int, request_id: str | None = None, user_data: str | None = None) -> list[Instance]:
-        return []
-
-    def terminate(self, instance_ids) -> list[str]:
-        return []
 
 
 class EmptySchedd:
