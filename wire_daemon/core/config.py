@@ -47,6 +47,9 @@ class InstanceType:
     cores: Annotated[int, AtLeastOne]  # Condor slots (cores) one instance has
     memory_mib: Annotated[float, AtLeastZero] = 0.0  # its memory for jobs; 0: memory does not limit what fits
     price: Annotated[float, Positive] = 1.0  # per charging unit, in whatever money the budget is set in
+    # Its spot price per charging unit, in the same money; None: spot_price_ratio x price (or, with
+    # cloud.ec2.spot_prices cloud, what EC2 quotes).
+    spot_price: Annotated[float | None, Positive] = None
 
 
 # Which market launches buy (steering.market): see plan/placement.py.

@@ -46,6 +46,7 @@ class Instance:
     instance_type: str = ""
     request_id: str = ""  # the launch request that created it (idempotent launches, reconcile)
     market: Market = Market.ON_DEMAND
+    zone: str = ""  # the cloud's availability zone ("" where the cloud has none or did not say)
 
 
 class LifecycleState(str, Enum):

@@ -14,11 +14,16 @@ equal to charging units.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from dataclasses import dataclass
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from wire_daemon.core.billing import Billing
+from wire_daemon.core.errors import WireError
+
+log = logging.getLogger(__name__)
 
 SECONDS_PER_HOUR = 3600.0
 # Spot over on-demand, when nothing better is known: about a third (EC2's published history).
@@ -65,17 +70,91 @@ class Offer:
 
 def unit_priced(name: str, cores: int, price_per_unit: float, billing: Billing, memory_mib: float = 0.0) -> Offer:
     """A type priced per charging unit (the project's older settings) as a price per hour."""
-    return Offer(name, cores, memory_mib, price_per_unit * SECONDS_PER_HOUR / billing.charging_unit_s)
+    return Offer(name, cores, memory_mib, per_hour(price_per_unit, billing))
+
+
+def per_hour(price_per_unit: float, billing: Billing) -> float:
+    """A price per charging unit as a price per hour."""
+    return price_per_unit * SECONDS_PER_HOUR / billing.charging_unit_s
 
 
 def price_list(
     types: Sequence[Any], slots: int, billing: Billing, spot_ratio: float, price_per_hour: float = 1.0
 ) -> dict[str, Offer]:
     """Each type a pool may launch, by name: listed types priced per charging unit (``InstanceType``);
-    without types, the one of ``slots`` cores (name "") at ``price_per_hour`` on-demand."""
-    offers = [unit_priced(t.name, t.cores, t.price, billing, t.memory_mib) for t in types]
-    offers = offers or [Offer("", slots, on_demand_per_hour=price_per_hour)]
-    return {o.name: o.with_spot_ratio(spot_ratio) for o in offers}
+    without types, the one of ``slots`` cores (name "") at ``price_per_hour`` on-demand.
+
+    Spot costs ``spot_ratio`` of on-demand, unless a listed type names its own spot price per charging unit
+    (``spot_price``)."""
+    offers = {"": Offer("", slots, on_demand_per_hour=price_per_hour).with_spot_ratio(spot_ratio)} if not types else {}
+    for t in types:
+        offer = unit_priced(t.name, t.cores, t.price, billing, t.memory_mib).with_spot_ratio(spot_ratio)
+        spot = getattr(t, "spot_price", None)
+        offers[t.name] = offer if spot is None else replace(offer, spot_per_hour=per_hour(spot, billing))
+    return offers
+
+
+# -- spot prices read from the cloud --------------------------------------------------------
+
+# Reads the cloud's current spot price per hour of each type named (by the cloud's names); raises on failure.
+SpotPriceReader = Callable[[Sequence[str]], Mapping[str, float]]
+
+
+class SpotPriceBook:
+    """Spot prices read from the cloud at a period, laid over the configured offers.
+
+    A read is made at the first ``refresh`` and then once every ``period_s``
+    (prices move over hours; a read per interval would only cost API calls).
+    A read that fails, or that misses a type, keeps that type's last price
+    read, or its configured one before any read succeeded; the failure is
+    logged in one line. ``names`` maps an offer's key to the type name the
+    cloud knows (the configured type of a pool without listed types has the
+    key "").
+    """
+
+    def __init__(
+        self,
+        read: SpotPriceReader,
+        period_s: float,
+        names: Mapping[str, str],
+        note: Callable[[str], None] = log.warning,
+    ) -> None:
+        self.read = read
+        self.period_s = period_s
+        self.names = dict(names)
+        self.note = note or log.warning
+        self.prices: dict[str, float] = {}  # offer key -> the last spot price per hour read
+        self.read_at = -math.inf  # when the last read was tried
+        self.failures = 0
+
+    def due(self, now: float) -> bool:
+        return now - self.read_at >= self.period_s
+
+    def refresh(self, now: float) -> bool:
+        """Read the prices if a read is due; True when a read was made and succeeded."""
+        if not self.due(now):
+            return False
+        self.read_at = now
+        try:
+            quoted = self.read(sorted(set(self.names.values())))
+        except (WireError, OSError, ValueError) as exc:
+            self.failures += 1
+            kept = "the last prices read" if self.prices else "the configured prices"
+            self.note(f"spot prices: reading them from the cloud failed ({exc}); keeping {kept}")
+            return False
+        read = {key: quoted[name] for key, name in self.names.items() if quoted.get(name, 0.0) > 0.0}
+        missing = sorted(name for key, name in self.names.items() if key not in read)
+        if missing:
+            self.note(f"spot prices: the cloud quoted no spot price for {', '.join(missing)}; keeping the last known")
+        self.prices.update(read)
+        return True
+
+    def apply(self, offers: Mapping[str, Offer]) -> dict[str, Offer]:
+        """The offers with each spot price read laid over the configured one."""
+        return {
+            key: replace(offer, spot_per_hour=self.prices[key]) if key in self.prices else offer
+            for key, offer in offers.items()
+        }
 
 
 def money(billing: Billing, price_per_hour: float, launch_time: float, end: float) -> float:

@@ -34,12 +34,18 @@ T = TypeVar("T")
 LARGEST = 10**18  # beyond any count or duration a setting holds, and still exact as a float's order of magnitude
 # The only secrets a config may hold (the inline opt-ins): their values are never quoted.
 SECRET_FIELDS = frozenset({"token", "admin_key"})
+_PRICES_FROM_CONFIG = (
+    "only cloud.ec2 reads prices from its cloud; this cloud's prices come from the config: "
+    "steering.price_per_hour, or the price (and spot_price) of each steering.instance_types entry"
+)
 # Keys one setting owns, and where it lives: given in a cloud section, they are refused with this.
 ELSEWHERE = {
     "slots_per_instance": "the slot count is steering.slots_per_instance",
     "slots": "the slot count is steering.slots_per_instance",
     "cloud": "it is cloud.kind",
     "pool": "it is cloud.pool",
+    "spot_prices": _PRICES_FROM_CONFIG,
+    "spot_price_refresh_s": _PRICES_FROM_CONFIG,
 }
 # Keys that moved, and where to.
 MOVED = {"safety.charging_unit_s": "steering.charging_unit_s (the one charging unit)"}

@@ -35,7 +35,7 @@ from wire_daemon.core.errors import CloudError
 from wire_daemon.core.events import EventKind
 from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
 from wire_daemon.core.journal import Journal, Notice, TasksBoosted, cloud_error
-from wire_daemon.core.pricing import Bill
+from wire_daemon.core.pricing import Bill, Offer, SpotPriceBook
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.condor_control import LoggedCondorControl
@@ -221,6 +221,7 @@ class SubmitHostRuntime:
         self.observations = SubmitHostObservations(root)
         self.condor = self._condor_control()
         self.cloud = self._guarded_cloud(driver or build_driver(settings, store.daemon_id()))
+        self.spot_prices = self._spot_price_book()
         self._reconcile()
         self.loop = self._new_loop(previous=None)
 
@@ -264,6 +265,25 @@ class SubmitHostRuntime:
             lifecycle=self.lifecycle,
             offers=self.settings.steering.offers(),
         )
+
+    def _spot_price_book(self) -> SpotPriceBook | None:
+        """Spot prices read from the cloud, when its section asks for that (``CloudDriver.spot_price_source``)."""
+        asked = getattr(unwrap(self.cloud.driver), "spot_price_source", None)  # a driver that can quote
+        source = asked() if callable(asked) else None
+        if source is None:
+            return None
+        read, period_s = source
+        names = {key: key for key in self.settings.steering.offers()}  # "" is the cloud section's own type
+        return SpotPriceBook(read, period_s, names, note=lambda line: self.journal.publish(Notice(line)))
+
+    def _offers(self) -> dict[str, Offer]:
+        """What the pool may launch at which price: the configured prices, with the spot prices read laid over."""
+        offers = self.settings.steering.offers()
+        return offers if self.spot_prices is None else self.spot_prices.apply(offers)
+
+    def _refresh_prices(self) -> None:
+        if self.spot_prices is not None and self.spot_prices.refresh(self.clock()):
+            self.cloud.offers = self._offers()
 
     def _reconcile(self) -> None:
         try:
@@ -324,6 +344,7 @@ class SubmitHostRuntime:
         return False  # a service: workflows come and go
 
     def refresh(self) -> None:
+        self._refresh_prices()
         for instance in self.cloud.list_instances():  # before reading: a new worker's first job resolves
             if instance.address:
                 self.hosts.add(instance.instance_id, instance.address)
@@ -372,11 +393,13 @@ class SubmitHostRuntime:
 
     def reconfigure(self, settings: Settings) -> None:
         self.settings = settings  # the next rebuilt loop uses it too
+        if self.spot_prices is not None:  # the types listed may have changed: read those from now on
+            self.spot_prices.names = {key: key for key in settings.steering.offers()}
         if settings.safety.dry_run != isinstance(self.cloud.driver, DryRunCloud):
             self._swap_dry_run()
         self.cloud.config = settings.safety
         self.cloud.billing = settings.steering.billing
-        self.cloud.offers = settings.steering.offers()
+        self.cloud.offers = self._offers()
         _apply_steering(self.loop, settings)
 
     def _swap_dry_run(self) -> None:
@@ -389,6 +412,7 @@ class SubmitHostRuntime:
         """
         self.lifecycle = self._lifecycle()
         self.cloud = self._guarded_cloud(unwrap(self.cloud.driver))
+        self.cloud.offers = self._offers()
         self._reconcile()
         self.loop = self._new_loop(previous=None)
 

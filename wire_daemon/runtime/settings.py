@@ -145,6 +145,13 @@ class Settings(ReplayConfig):
             self.safety.max_instances >= self.steering.max_instances,
             "safety.max_instances must be >= steering.max_instances (the guard is the hard cap)",
         )
+        section = self.cloud.provider_section()
+        quoted = cloud == "ec2" and isinstance(section, dict) and section.get("spot_prices") == "cloud"
+        check(
+            not quoted or self.steering.currency == "USD",
+            "cloud.ec2.spot_prices cloud reads EC2's prices in USD per hour: set steering.currency to USD "
+            f"(got {self.steering.currency!r}) and give the on-demand prices in USD",
+        )
 
 
 def as_file(settings: Settings) -> dict[str, Any]:

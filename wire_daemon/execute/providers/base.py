@@ -44,7 +44,7 @@ from wire_daemon.core.config import SLOTS_PER_INSTANCE
 from wire_daemon.core.errors import CloudConfigError, CloudError, ConfigError
 from wire_daemon.core.extras import require
 from wire_daemon.core.instances import LIVE_STATES, UNUSABLE_STATES, CloudState, Instance
-from wire_daemon.core.pricing import Market
+from wire_daemon.core.pricing import Market, SpotPriceReader
 from wire_daemon.core.secrets import shown
 from wire_daemon.execute.providers.retry import Retrier
 
@@ -187,6 +187,11 @@ class CloudDriver(ABC):
         self.leases: dict[str, Lease] = {}
 
     # -- the interface -------------------------------------------------------
+
+    def spot_price_source(self) -> tuple[SpotPriceReader, float] | None:
+        """How this pool's spot prices are read from the cloud, and every how many seconds; None: from the
+        config (every cloud but one that quotes them, and that one unless its section asks)."""
+        return None
 
     def list_instances(self, include_unusable: bool = False) -> list[Instance]:
         """Our pending and running instances; with ``include_unusable`` also stopped and failed ones

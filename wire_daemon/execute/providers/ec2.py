@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import urlparse
 
@@ -26,9 +26,9 @@ from pydantic import Field
 from wire_daemon.core.config import SLOTS_PER_INSTANCE
 from wire_daemon.core.errors import CloudError, ConfigError
 from wire_daemon.core.instances import CloudState, Instance
-from wire_daemon.core.pricing import Market
+from wire_daemon.core.pricing import Market, SpotPriceReader
 from wire_daemon.core.secrets import shown
-from wire_daemon.core.sections import check, section
+from wire_daemon.core.sections import check, one_of, section
 from wire_daemon.execute.providers import base
 from wire_daemon.execute.providers.base import TAG_POOL, TAG_REQUEST, CloudDriver
 from wire_daemon.execute.providers.retry import Retrier
@@ -69,6 +69,11 @@ class Ec2Config:
     instance_profile: str = ""  # the workers' IAM instance profile: a name or an ARN
     endpoint_url: str = ""  # a VPC endpoint, or a test server
     extra_tags: dict[str, str] = field(default_factory=dict)  # e.g. cost allocation
+    # Where spot prices come from: "config" (steering.instance_types' spot_price, else spot_price_ratio x the
+    # on-demand price) or "cloud" (DescribeSpotPriceHistory, read again every spot_price_refresh_s; the prices
+    # are USD per hour, so steering.currency must be USD).
+    spot_prices: Annotated[str, one_of("config", "cloud")] = "config"
+    spot_price_refresh_s: Annotated[float, Field(ge=60.0)] = 3600.0
 
     def __post_init__(self) -> None:
         check_endpoint(self.endpoint_url)
@@ -193,6 +198,7 @@ class Ec2Driver(CloudDriver):
         self.config = config
         super().__init__(ownership, user_data, retrier, slots_per_instance)
         self.client = client if client is not None else make_client(config)
+        self._zone: str | None = None  # the configured subnet's zone, once asked
 
     # -- one try of each call -----------------------------------------------
 
@@ -225,6 +231,66 @@ class Ec2Driver(CloudDriver):
                 self.client.create_tags(
                     Resources=instance_ids[start : start + 1000], Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
                 )
+
+    # -- spot prices ------------------------------------------------------------
+
+    def spot_price_source(self) -> tuple[SpotPriceReader, float] | None:
+        """How this pool's spot prices are read from EC2, and how often; None: they come from the config."""
+        if self.config.spot_prices != "cloud":
+            return None
+        return self.read_spot_prices, self.config.spot_price_refresh_s
+
+    def read_spot_prices(self, instance_types: Sequence[str]) -> dict[str, float]:
+        """Each type's current Linux spot price per hour (USD), where the launches go.
+
+        With a subnet, launches go to its zone: its price. Without, EC2 picks the zone at each launch: the
+        dearest zone's price, so that the bill and the budget never count less than a launch may cost.
+        """
+        names = [t or self.config.instance_type for t in instance_types]
+        zone = self._launch_zone()
+        quotes = self._spot_quotes(names, zone)
+        latest: dict[tuple[str, str], tuple[datetime, float]] = {}
+        for q in quotes:
+            if zone and q.get("AvailabilityZone", zone) != zone:
+                continue  # a quote of another zone, should the filter not have been applied
+            key = (q["InstanceType"], q.get("AvailabilityZone", ""))
+            stamp = q.get("Timestamp")
+            stamp = stamp if isinstance(stamp, datetime) else datetime.min.replace(tzinfo=UTC)
+            if key not in latest or stamp > latest[key][0]:
+                latest[key] = (stamp, float(q["SpotPrice"]))
+        prices: dict[str, float] = {}
+        for (kind, _), (_, price) in latest.items():
+            prices[kind] = max(prices.get(kind, 0.0), price)
+        return {t: prices[name] for t, name in zip(instance_types, names) if name in prices}
+
+    def _spot_quotes(self, names: list[str], zone: str) -> list[dict[str, Any]]:
+        # StartTime now: EC2 answers the price in effect now for each type and zone (the latest change).
+        args: dict[str, Any] = {
+            "InstanceTypes": names,
+            "ProductDescriptions": ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
+            "StartTime": datetime.now(UTC),
+        }
+        if zone:
+            args["AvailabilityZone"] = zone
+        quotes: list[dict[str, Any]] = []
+        with self._errors("spot prices"):
+            while True:
+                reply = self.client.describe_spot_price_history(**args)
+                quotes.extend(reply.get("SpotPriceHistory", []))
+                token = reply.get("NextToken")
+                if not token:
+                    return quotes
+                args["NextToken"] = token
+
+    def _launch_zone(self) -> str:
+        """The zone of the configured subnet ("" without one: any zone of the region); asked once."""
+        if not self.config.subnet_id:
+            return ""
+        if self._zone is None:
+            with self._errors("spot prices"):
+                subnets = self.client.describe_subnets(SubnetIds=[self.config.subnet_id]).get("Subnets", [])
+            self._zone = subnets[0].get("AvailabilityZone", "") if subnets else ""
+        return self._zone
 
     # -- helpers --------------------------------------------------------------
 
@@ -301,6 +367,7 @@ class Ec2Driver(CloudDriver):
             instance_type=raw.get("InstanceType", ""),
             request_id=tags.get(TAG_REQUEST, ""),
             market=Market.SPOT if raw.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND,
+            zone=raw.get("Placement", {}).get("AvailabilityZone", ""),
         )
 
     def _map_error(self, exc: Exception, operation: str) -> CloudError:
