@@ -110,6 +110,21 @@ class InstancesTerminated:
     instance_ids: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class InstanceReclaimed:
+    """The cloud took back one of our spot instances: an interruption, not a failure.
+
+    ``lost_slot_s`` is the work its running tasks lost, when the site measured it (the emulated site);
+    None where it must be read from the tasks' own events (a real pool: ``service.interruptions``).
+    """
+
+    time: float
+    instance_id: str
+    instance_type: str = ""
+    zone: str = ""
+    lost_slot_s: float | None = None
+
+
 # -- the operator --------------------------------------------------------------------
 
 

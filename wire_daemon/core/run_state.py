@@ -56,6 +56,7 @@ class RunState:
         self.attempts = np.zeros(n, dtype=np.int32)
         self.lost_s = np.zeros(n)  # occupancy thrown away by evictions (restarts from zero)
         self.host: dict[int, str] = {}  # running task -> instance id
+        self.evicted_s_by_host: dict[str, float] = {}  # instance id -> occupancy its evictions threw away
         # When each task was last submitted (became idle), and the host of its
         # latest start, as a code into ``host_names``: what a job costs beyond
         # its runtime (submit -> execute, slot gaps) is learned from these.
@@ -180,8 +181,11 @@ class RunState:
     def _evicted(self, i: int, event: TaskEvent) -> None:
         if self.status.item(i) != RUNNING:
             return
-        self.lost_s[i] += max(event.time - self.start_time.item(i), 0.0)
-        self.host.pop(i, None)
+        lost = max(event.time - self.start_time.item(i), 0.0)
+        self.lost_s[i] += lost
+        host = self.host.pop(i, None)
+        if host is not None:
+            self.evicted_s_by_host[host] = self.evicted_s_by_host.get(host, 0.0) + lost
         self._set_status(i, RUNNING, IDLE)
         self.start_time[i] = np.nan
 

@@ -143,6 +143,8 @@ class EmulatedSite:
         self._reclaimer = Reclaimer(self.market)
         self.interruptions = 0  # reclaim notices received
         self.interrupted_slot_s = 0.0  # slot-seconds of work lost to reclaims (rerun from zero)
+        # Each notice's end, in order: (time, instance, its type, the slot-seconds its running tasks lost).
+        self.reclaims: list[tuple[float, str, str, float]] = []
         self.capacity_failures = 0  # spot instances asked for that the market had no room for
         self._prefer: dict[int, Market] = {}  # task -> the market its job ranks first
         self.time = 0.0
@@ -536,10 +538,11 @@ class EmulatedSite:
     def _reclaim(self, instance_id: str) -> None:
         inst = self._instances[instance_id]
         if not inst.alive:
+            self.reclaims.append((self.time, instance_id, inst.instance_type, 0.0))
             return  # released by its owner during the notice
-        self.interrupted_slot_s += sum(
-            self.time - self._start[t] for t in inst.running if self._ends[t] > self.time + _SAME_INSTANT
-        )
+        lost = sum(self.time - self._start[t] for t in inst.running if self._ends[t] > self.time + _SAME_INSTANT)
+        self.interrupted_slot_s += lost
+        self.reclaims.append((self.time, instance_id, inst.instance_type, lost))
         self.terminate([instance_id])
 
     def _storm(self) -> None:

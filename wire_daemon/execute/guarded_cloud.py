@@ -13,7 +13,9 @@ the state file. Whatever the policy asks, it:
   request it cannot settle (its reply was lost: the launch may have happened)
   as that many more; when the cloud cannot be listed, it launches nothing;
 * backs off after instances die young or never join the pool, doubling the
-  pause each time, so a broken image cannot become a redeploy loop;
+  pause each time, so a broken image cannot become a redeploy loop (a spot
+  instance gone without us is the market's reclaim: an interruption,
+  published as ``InstanceReclaimed``, not a failure);
 * records each launch request before the cloud call and closes it after, so
   a daemon killed in between adopts the instances on restart
   (``reconcile``) instead of launching duplicates;
@@ -59,7 +61,7 @@ from wire_daemon.core.instances import (
     LifecycleState,
     can_move,
 )
-from wire_daemon.core.journal import Journal, Notice, back_off, cloud_error, limit_hit
+from wire_daemon.core.journal import InstanceReclaimed, Journal, Notice, back_off, cloud_error, limit_hit
 from wire_daemon.core.pricing import Bill, Market, Offer, Span, bill
 from wire_daemon.core.sections import AtLeastZero, Positive, section
 from wire_daemon.execute.providers.base import LEASE_RENEW_S, LEASE_TTL_S, Lease, Ownership
@@ -156,6 +158,7 @@ class GuardedCloud:
         # The money side (core.pricing): each type's price per hour in each market, and each instance's market.
         self.offers = dict(offers or {})
         self._market_of: dict[str, Market] = {}
+        self._zone_of: dict[str, str] = {}  # instance -> its zone, as launched or listed
         self._contested = ""  # why launches are held: another daemon's fresh lease on this pool ("" if none)
 
     @property
@@ -429,6 +432,9 @@ class GuardedCloud:
                 self._ended(record, "released")
                 continue
             self._ended(record, "vanished")
+            if self._market_of.get(record.instance_id) is Market.SPOT:
+                self._reclaimed(record.instance_id, now)
+                continue  # the market took it back: an interruption, not a failure of the image
             if now - record.launch_time < self.config.died_young_s:
                 failures.append(f"instance {record.instance_id} died {now - record.launch_time:.0f} s after launch")
         unjoined = [i for i in live if self._never_joined(i)]
@@ -440,6 +446,11 @@ class GuardedCloud:
             self._fail("; ".join(failures))  # one pause per observation, however many died
         if unjoined and self.config.terminate_unjoined:
             self.terminate([i.instance_id for i in unjoined])
+
+    def _reclaimed(self, instance_id: str, now: float) -> None:
+        kind, zone = self._type_of.get(instance_id, ""), self._zone_of.get(instance_id, "")
+        log.info("spot instance %s (%s, %s) reclaimed by the cloud", instance_id, kind or "default type", zone or "?")
+        self.journal.publish(InstanceReclaimed(now, instance_id, kind, zone))
 
     def _retry_lost_terminations(self, live: list[Instance]) -> None:
         """An instance we asked to terminate is still listed (the call failed): ask again."""
@@ -475,6 +486,8 @@ class GuardedCloud:
             if i.instance_type:
                 self._type_of[i.instance_id] = i.instance_type
             self._market_of[i.instance_id] = i.market
+            if i.zone:
+                self._zone_of[i.instance_id] = i.zone
             self.lifecycle.admit(i, request_id, time=self.clock())
 
     def _adopt(self, instances: Sequence[Instance]) -> None:
@@ -487,6 +500,8 @@ class GuardedCloud:
             if instance.instance_type:  # what the budget prices it at, also for those a previous life recorded
                 self._type_of[instance.instance_id] = instance.instance_type
             self._market_of[instance.instance_id] = instance.market
+            if instance.zone:
+                self._zone_of[instance.instance_id] = instance.zone
             if instance.instance_id in known:
                 continue
             self._record([instance], instance.request_id or None)

@@ -34,7 +34,7 @@ from wire_daemon.analyze.memory import MemoryRightsizer
 from wire_daemon.core.errors import CloudError
 from wire_daemon.core.events import EventKind
 from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
-from wire_daemon.core.journal import Journal, Notice, TasksBoosted, cloud_error
+from wire_daemon.core.journal import InstanceReclaimed, Journal, Notice, TasksBoosted, cloud_error
 from wire_daemon.core.pricing import Bill, Offer, SpotPriceBook
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
@@ -120,6 +120,8 @@ class EmulatedRuntime:
         )
         self.speedup = s.site.speedup
         self.sleep = sleep
+        self.journal = journal
+        self._reclaims_told = 0
         self.control = PoolControl()
         state = RunState(workflow)
         site = self.site
@@ -164,7 +166,10 @@ class EmulatedRuntime:
         return self.site.bill(now)
 
     def flush_notes(self) -> None:
-        pass  # the emulated world has no input problems and runs its own condor
+        # The emulated world has no input problems and runs its own condor; its market's reclaims are told.
+        for at, instance_id, kind, lost in self.site.reclaims[self._reclaims_told :]:
+            self.journal.publish(InstanceReclaimed(at, instance_id, kind, "", lost))
+        self._reclaims_told = len(self.site.reclaims)
 
     def reconfigure(self, settings: Settings) -> None:
         _apply_steering(self.loop, settings)

@@ -57,6 +57,7 @@ from wire_daemon.runtime.control import PoolControl
 from wire_daemon.runtime.runtimes import Runtime, build_runtime
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
+from wire_daemon.service.interruptions import InterruptionTally
 from wire_daemon.service.metrics import Metrics
 from wire_daemon.service.safe_state import RUNNING_STATUS, CrashWatch
 from wire_daemon.service.state_room import open_state
@@ -65,11 +66,13 @@ from wire_daemon.service.status import (
     ControlStatus,
     Cost,
     EndedInstance,
+    Interruptions,
     LastDecision,
     PoolInstance,
     SafeStateStatus,
     StatusSnapshot,
     Stopped,
+    interruption_status,
     remaining_estimate,
     stage_statuses,
     task_counts,
@@ -144,6 +147,8 @@ class Daemon:
         self.journal = Journal()
         self.notices = NoticeBox()  # what one decision record lists
         self.journal.subscribe(self.notices)
+        self.interruptions = InterruptionTally()  # spot reclaims, per type and zone, and their lost work
+        self.journal.subscribe(self.interruptions)
         self.stop_requested = False
         self.stop_reason = ""
         self.reload_requested = False
@@ -585,7 +590,14 @@ class Daemon:
             dry_run=self.settings.safety.dry_run if self.settings.site.kind == "condor" else None,
             safe_state=SafeStateStatus.from_json(self.watch.to_json()),
             stopped=stopped,
+            interruptions=self._interruption_status(now),
         )
+
+    def _interruption_status(self, now: float) -> Interruptions:
+        lost = self.interruptions.lost_slot_s(self.state, now)
+        if self.metrics is not None:
+            self.metrics.interrupted_work.set(lost)
+        return interruption_status(self.interruptions.counts(), lost)
 
     def _listed(self, i: Instance, now: float, busy: int) -> PoolInstance:
         """One instance the cloud lists, with its lifecycle, its busy slots and its next charge."""

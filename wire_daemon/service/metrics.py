@@ -26,7 +26,7 @@ from prometheus_client import (
 )
 
 from wire_daemon.core.errors import CloudError
-from wire_daemon.core.journal import CloudErrorNotice, InstanceReleased, InstancesLaunched, LimitHit
+from wire_daemon.core.journal import CloudErrorNotice, InstanceReclaimed, InstanceReleased, InstancesLaunched, LimitHit
 from wire_daemon.loop.mape import DecisionRecord
 
 DEFAULT_ADDRESS = "127.0.0.1"
@@ -48,6 +48,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._reclaimed: set[str] = set()
         self._gauges(namespace)
         self._counters(namespace)
 
@@ -63,6 +64,9 @@ class Metrics:
         self.upcoming_load = gauge("upcoming_load_seconds", "Predicted remaining slot occupancy of the upcoming load")
         self.cost_units = gauge("cost_units", "Charging units paid so far (instance-units)")
         self.cost_money = gauge("cost_money", "Money paid so far, spent and committed (steering.currency)")
+        self.interrupted_work = gauge(
+            "interrupted_slot_seconds", "Work spot reclaims threw away since the start: slot-seconds to run again"
+        )
         self.last_decision = gauge("last_decision_time_seconds", "Time of the last decision (the loop's clock)")
         self.decision_latency = Histogram(
             "decision_seconds",
@@ -81,6 +85,9 @@ class Metrics:
         self.released = counter("instances_released", "Instances released")
         self.cloud_errors = counter("cloud_errors", "Cloud calls that failed, by error kind", ("kind",))
         self.limits_hit = counter("limits_hit", "Launches cut short by a safety limit, by limit", ("limit",))
+        self.interruptions = counter(
+            "interruptions", "Spot instances the cloud reclaimed (interruptions, not failures)", ("type", "zone")
+        )
         for kind in cloud_error_kinds():  # every series exists from the start, at 0
             self.cloud_errors.labels(kind=kind)
         for limit in KNOWN_LIMITS:
@@ -100,6 +107,9 @@ class Metrics:
             self.cloud_errors.labels(kind=kind).inc()
         elif isinstance(event, LimitHit):
             self.limits_hit.labels(limit=event.limit).inc()
+        elif isinstance(event, InstanceReclaimed) and event.instance_id not in self._reclaimed:
+            self._reclaimed.add(event.instance_id)  # counted once, whoever tells of it
+            self.interruptions.labels(type=event.instance_type, zone=event.zone).inc()
 
     def _decided(self, record: DecisionRecord) -> None:
         self.pool.set(record.pool)

@@ -117,6 +117,27 @@ class Cost:
 
 
 @dataclass(frozen=True)
+class InterruptionCount:
+    """Spot reclaims of one instance type in one zone ("" where the cloud tells none)."""
+
+    instance_type: str = ""
+    zone: str = ""
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class Interruptions:
+    """Spot instances the cloud took back since the daemon started: interruptions, not failures.
+
+    ``lost_slot_s`` is the work they threw away: slot-seconds their tasks had run, to be run again.
+    """
+
+    total: int = 0
+    by_type_zone: list[InterruptionCount] = field(default_factory=list)
+    lost_slot_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class LastDecision:
     time: float | None = None
     target: int | None = None
@@ -195,6 +216,7 @@ class StatusSnapshot:
     dry_run: bool | None = None  # None: not a real site
     safe_state: SafeStateStatus = field(default_factory=SafeStateStatus)
     stopped: Stopped | None = None
+    interruptions: Interruptions = field(default_factory=Interruptions)
 
     @property
     def virtual(self) -> bool:
@@ -228,7 +250,23 @@ class StatusSnapshot:
             control=ControlStatus.from_json(data.get("control")),
             safe_state=SafeStateStatus.from_json(data.get("safe_state")),
             stopped=_load(Stopped, data["stopped"]) if isinstance(data.get("stopped"), dict) else None,
+            interruptions=_interruptions(data.get("interruptions")),
         )
+
+
+def _interruptions(data: object) -> Interruptions:
+    by = _dict(data).get("by_type_zone")
+    return _load(Interruptions, data, by_type_zone=_load_all(InterruptionCount, by))
+
+
+def interruption_status(counts: dict[tuple[str, str], int], lost_slot_s: float) -> Interruptions:
+    """The tally's counts, the most reclaimed first (then by type and zone), as status shows them."""
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return Interruptions(
+        total=sum(counts.values()),
+        by_type_zone=[InterruptionCount(kind, zone, n) for (kind, zone), n in ordered],
+        lost_slot_s=round(lost_slot_s, 1),
+    )
 
 
 def workflow_statuses(workflows: list[dict[str, Any]]) -> list[WorkflowStatus]:

@@ -40,6 +40,7 @@ def render_status(report: StatusReport, now: float | None = None) -> str:
         lines.append(f"last decision ({stamp}): {last.words or last.rule}")
     lines += _pool_lines(snapshot, virtual)
     lines.append(_cost_line(snapshot))
+    lines += _interruption_lines(snapshot)
     remaining = snapshot.remaining_makespan_estimate_s
     if remaining and report.stopped is None:
         lines.append(f"remaining work over the pool's slots: about {duration(remaining)} (a lower bound)")
@@ -138,6 +139,20 @@ def _cost_line(snapshot: StatusSnapshot) -> str:
         f"{units}\nmoney: {spent + committed:.2f} {cost.currency}: {spent:.2f} spent, "
         f"{committed:.2f} committed (charged, not yet used)"
     )
+
+
+def _interruption_lines(snapshot: StatusSnapshot) -> list[str]:
+    """Spot reclaims per type and zone and the work they lost; nothing while there was none."""
+    seen = snapshot.interruptions
+    if not seen.total:
+        return []
+    where = ", ".join(
+        f"{c.instance_type or 'default type'} in {c.zone or 'no zone'}: {c.count}" for c in seen.by_type_zone
+    )
+    return [
+        f"spot interruptions: {seen.total} reclaimed by the cloud ({where}); "
+        f"work lost: {seen.lost_slot_s:.0f} slot-s ({duration(seen.lost_slot_s)} of one slot), to run again"
+    ]
 
 
 def _stage_lines(snapshot: StatusSnapshot) -> list[str]:

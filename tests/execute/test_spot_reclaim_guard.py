@@ -1,0 +1,82 @@
+"""A spot instance the cloud takes back is an interruption the guard tells of, not a failure that pauses launches."""
+
+from __future__ import annotations
+
+from wire_daemon.core.billing import Billing
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.journal import InstanceReclaimed, Journal
+from wire_daemon.core.pricing import Market
+from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
+from wire_daemon.persist.store import StateStore
+
+
+class MarketCloud:
+    """An in-memory cloud that launches on the market asked, in one zone."""
+
+    slots_per_instance = 4
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+        self.live: dict[str, Instance] = {}
+        self.n = 0
+
+    def list_instances(self, include_unusable=False):
+        return list(self.live.values())
+
+    def find_request(self, request_id):
+        return [i for i in self.live.values() if i.request_id == request_id]
+
+    def launch(self, count, request_id=None, instance_type="", market=Market.ON_DEMAND):
+        out = []
+        for _ in range(count):
+            self.n += 1
+            i = Instance(
+                f"i-{self.n}", self.clock(), 4, "pending", "", instance_type, request_id or "", market, "az-1b"
+            )
+            self.live[i.instance_id] = i
+            out.append(i)
+        return out
+
+    def terminate(self, ids):
+        for i in ids:
+            self.live.pop(i, None)
+        return list(ids)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[object] = []
+
+    def notify(self, event: object) -> None:
+        self.seen.append(event)
+
+
+def _guard(tmp_path, clock):
+    cloud, events, journal = MarketCloud(lambda: clock["t"]), Events(), Journal()
+    journal.subscribe(events)
+    config = SafetyConfig(backoff_initial_s=300.0, died_young_s=600.0)
+    guard = GuardedCloud(cloud, StateStore(tmp_path / "s.sqlite"), config, Billing(3600.0), lambda: clock["t"], journal)
+    return guard, cloud, events
+
+
+def test_a_reclaimed_spot_instance_is_told_with_its_type_and_zone_and_launches_go_on(tmp_path):
+    clock = {"t": 0.0}
+    guard, cloud, events = _guard(tmp_path, clock)
+    (spot,) = guard.launch(1, instance_type="c5.large", market=Market.SPOT)
+    clock["t"] = 120.0
+    del cloud.live[spot.instance_id]  # the market took it back, two minutes in
+    guard.list_instances()
+    reclaims = [e for e in events.seen if isinstance(e, InstanceReclaimed)]
+    assert reclaims == [InstanceReclaimed(120.0, spot.instance_id, "c5.large", "az-1b")]
+    assert len(guard.launch(1, instance_type="c5.large", market=Market.SPOT)) == 1  # no back-off
+
+
+def test_an_on_demand_instance_dying_young_is_still_a_failure(tmp_path):
+    clock = {"t": 0.0}
+    guard, cloud, events = _guard(tmp_path, clock)
+    (plain,) = guard.launch(1, instance_type="c5.large")
+    clock["t"] = 120.0
+    del cloud.live[plain.instance_id]
+    guard.list_instances()
+    assert not any(isinstance(e, InstanceReclaimed) for e in events.seen)
+    assert guard.launch(1) == []  # paused: a broken image must not become a redeploy loop
