@@ -6,12 +6,13 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from wire_daemon.cli.service_commands import CONFIG_HELP, add_service_commands
-from wire_daemon.core.config import MARKET_MODES, EmulationConfig, PredictionConfig, ReplayConfig, SteeringConfig
+from wire_daemon.core.config import MARKET_MODES, ReplayConfig
 from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
@@ -70,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--seed", type=int, default=0, help="order of ready siblings, reclaims and the storm (default 0)")
     _add_market_flags(rp)
     rp.add_argument("--no-boost", action="store_true", help="do not raise the priority of each stage's first tasks")
+    rp.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"{CONFIG_HELP}: replay with its steering (instance types, prices, billing, market), prediction, "
+        "emulation and memory settings and its policy; each flag given overrides the file",
+    )
     rp.add_argument("--json", action="store_true", help="print one JSON object")
     rp.add_argument("--verbose", action="store_true", help="print every interval's decision")
     rp.add_argument(
@@ -80,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
             "for `wire-daemon report`"
         ),
     )
-    rp.set_defaults(handler=_replay)
+    rp.set_defaults(handler=_replay, **dict.fromkeys(_FROM_CONFIG))  # None: not given (the file's, or the default)
     add_service_commands(sub)
     ip = sub.add_parser("inspect", help="show the stages, task states, predictions and running tasks of a submit dir")
     ip.add_argument("submit_dir", metavar="SUBMIT_DIR", help="a Pegasus (or DAGMan) submit directory")
@@ -205,8 +212,41 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+# The replay flags a daemon config also sets: each one's value in a config (in the flag's unit), the default
+# without --config coming from ReplayConfig's own defaults. A flag given overrides the file.
+_FROM_CONFIG: dict[str, Callable[[Any], Any]] = {
+    "policy": lambda c: getattr(c, "policy", DEFAULT_POLICY),
+    "charging_unit": lambda c: c.steering.charging_unit_s / 60.0,
+    "interval": lambda c: c.steering.interval_s,
+    "slots": lambda c: c.steering.slots_per_instance,
+    "max_instances": lambda c: c.steering.max_instances,
+    "billing": lambda c: c.steering.billing_model,
+    "market": lambda c: c.steering.market,
+    "spot_price_ratio": lambda c: c.steering.spot_price_ratio,
+    "time_scale": lambda c: c.emulation.time_scale,
+    "bandwidth": lambda c: c.emulation.bandwidth_bytes_per_s / 1e6,
+    "seed": lambda c: c.emulation.seed,
+    "interruptions": lambda c: c.emulation.spot_interruptions_per_hour,
+    "storm": lambda c: c.emulation.storm,
+}
+
+
+def _replay_base(args: argparse.Namespace) -> tuple[ReplayConfig, set[str]]:
+    """The daemon config's replay sections (or the defaults), and the flags given; those not given are filled
+    in from the sections."""
+    base: ReplayConfig = load_settings(args.config) if args.config else ReplayConfig()
+    given = {name for name in _FROM_CONFIG if getattr(args, name) is not None}
+    for name, of_config in _FROM_CONFIG.items():
+        if name not in given:
+            setattr(args, name, of_config(base))
+    if args.boot_lag is None and args.config:
+        args.boot_lag = base.emulation.boot_lag_s
+    return base, given
+
+
 def _replay_config(args: argparse.Namespace) -> ReplayConfig:
-    """The replay's settings from its flags; a bad value is named by its flag, in the flag's unit."""
+    """The replay's settings from its flags over its config; a bad value is named by its flag, in its unit."""
+    base, given = _replay_base(args)
     for flag, value in (
         ("--charging-unit", args.charging_unit),
         ("--interval", args.interval),
@@ -223,8 +263,10 @@ def _replay_config(args: argparse.Namespace) -> ReplayConfig:
         raise ConfigError(f"--interruptions must be >= 0 reclaims per spot instance-hour (got {args.interruptions:g})")
     if not 0 < args.spot_price_ratio <= 1:
         raise ConfigError(f"--spot-price-ratio must be in (0, 1] (got {args.spot_price_ratio:g})")
-    steering = SteeringConfig(
-        charging_unit_s=args.charging_unit * 60.0,
+    steering = replace(
+        base.steering,
+        # In the file's own unit unless the flag is given: minutes and back need not be exact.
+        charging_unit_s=args.charging_unit * 60.0 if "charging_unit" in given else base.steering.charging_unit_s,
         interval_s=args.interval,
         slots_per_instance=args.slots,
         max_instances=args.max_instances,
@@ -232,15 +274,16 @@ def _replay_config(args: argparse.Namespace) -> ReplayConfig:
         market=args.market,
         spot_price_ratio=args.spot_price_ratio,
     )
-    emulation = EmulationConfig(
+    emulation = replace(
+        base.emulation,
         boot_lag_s=args.interval if args.boot_lag is None else args.boot_lag,
-        bandwidth_bytes_per_s=args.bandwidth * 1e6,
+        bandwidth_bytes_per_s=args.bandwidth * 1e6 if "bandwidth" in given else base.emulation.bandwidth_bytes_per_s,
         time_scale=args.time_scale,
         seed=args.seed,
         spot_interruptions_per_hour=args.interruptions,
         storm=args.storm,
     )
-    return ReplayConfig(PredictionConfig(), steering, emulation)
+    return ReplayConfig(base.prediction, steering, emulation, base.memory, base.policy_options)
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -257,7 +300,8 @@ def _replay(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_json(path, workflow.n_tasks, config, results, args.verbose), indent=2))
         return 0
-    billed = f"u = {args.charging_unit:g} min" if args.billing == "unit" else "billed per second (60 s minimum)"
+    per_second = f"billed per second ({config.steering.minimum_charge_s:g} s minimum)"
+    billed = f"u = {args.charging_unit:g} min" if args.billing == "unit" else per_second
     market = "" if args.market == "on-demand" else f", market {args.market} ({args.interruptions:g} reclaims/h)"
     print(
         f"trace {path.name}: {workflow.n_tasks} tasks, {len(workflow.stages)} stages; "
@@ -295,6 +339,7 @@ def _json(
         "tasks": n_tasks,
         "charging_unit_s": config.steering.charging_unit_s,
         "billing": config.steering.billing_model,
+        "currency": config.steering.currency,
         "market": config.steering.market,
         "interruptions_per_hour": config.emulation.spot_interruptions_per_hour,
         "storm": config.emulation.storm,
