@@ -71,7 +71,7 @@ class CloudErrorNotice(Notice):
 class LimitHit(Notice):
     """A safety limit cut a launch short (or the back-off stopped it)."""
 
-    limit: str = ""  # max_instances | max_launches_per_interval | budget_units_per_hour | back_off
+    limit: str = ""  # max_instances | max_launches_per_interval | budget_units_per_hour | budget_per_hour | back_off
 
 
 def cloud_error(action: str, kind: str, message: object) -> CloudErrorNotice:

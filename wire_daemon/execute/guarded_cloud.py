@@ -7,7 +7,8 @@ the state file. Whatever the policy asks, it:
   ``max_launches_per_interval`` at once, and never starts more charging units
   per hour than ``budget_units_per_hour`` (when set; with instance types it is
   money: each unit started costs its type's price, an instance of unknown type
-  the dearest listed price). Before each launch it
+  the dearest listed price), nor lets the pool cost more money an hour than
+  ``budget_per_hour`` (at each type's and market's price). Before each launch it
   counts what the cloud lists under the pool's tag (adopting instances a
   previous life launched), the instances the state file holds, and each open
   request it cannot settle (its reply was lost: the launch may have happened)
@@ -62,7 +63,7 @@ from wire_daemon.core.instances import (
     can_move,
 )
 from wire_daemon.core.journal import InstanceReclaimed, Journal, Notice, back_off, cloud_error, limit_hit
-from wire_daemon.core.pricing import Bill, Market, Offer, Span, bill
+from wire_daemon.core.pricing import Bill, Market, Offer, Span, bill, money
 from wire_daemon.core.sections import AtLeastZero, Positive, section
 from wire_daemon.execute.providers.base import LEASE_RENEW_S, LEASE_TTL_S, Lease, Ownership
 from wire_daemon.persist.recorder import StoreRecorder
@@ -81,6 +82,9 @@ class SafetyConfig:
     max_instances: Annotated[int, AtLeastZero] = 12
     max_launches_per_interval: Annotated[int, AtLeastZero] = 4
     budget_units_per_hour: Annotated[float | None, AtLeastZero] = None  # charging units started per rolling hour
+    # Money per hour, in steering.currency: the pool the cloud lists may cost at most this an hour at its
+    # prices, and at most this may be charged in any rolling hour (see _money_left).
+    budget_per_hour: Annotated[float | None, AtLeastZero] = None
     dry_run: bool = False
     join_timeout_s: Annotated[float, Positive] = 900.0  # an instance not in the pool by then is a failure
     died_young_s: Annotated[float, Positive] = 600.0  # an instance gone sooner than this (not by us) is a failure
@@ -108,6 +112,7 @@ class PoolCount(NamedTuple):
 
     live: int
     possible: list[tuple[float, float]]  # (requested at, now) per instance an unsettled request may hold
+    counted: frozenset[str] = frozenset()  # the instances counted in ``live``: listed, or live in the state file
 
 
 @dataclass
@@ -185,7 +190,7 @@ class GuardedCloud:
     def launch(
         self, count: int, request_id: str | None = None, *, instance_type: str = "", market: Market = Market.ON_DEMAND
     ) -> list[Instance]:
-        allowed = self._allowed_launches(count, instance_type)
+        allowed = self._allowed_launches(count, instance_type, market)
         if allowed <= 0:
             return []
         request_id = self.store.open_request(allowed, now=self.clock())
@@ -295,11 +300,8 @@ class GuardedCloud:
 
     def _price_per_hour(self, instance_id: str) -> float:
         """An instance's price per hour; a type or market not known (a previous life's): the dearest."""
-        offer = self.offers.get(self._type_of.get(instance_id, ""))
-        if offer is None:
-            return max((o.on_demand_per_hour for o in self.offers.values()), default=1.0)
-        market = self._market_of.get(instance_id, Market.ON_DEMAND)
-        return offer.price_per_hour(market) if offer.offers(market) else offer.on_demand_per_hour
+        kind = self._type_of.get(instance_id, "")
+        return self._offer_price(kind, self._market_of.get(instance_id, Market.ON_DEMAND))
 
     def _count_pool(self, now: float) -> PoolCount | None:
         """Every instance that may be live, from the cloud's own listing; None when the cloud cannot be listed.
@@ -318,7 +320,7 @@ class GuardedCloud:
             unseen = self._unsettled(request, listed)
             possible += [(request.requested_at, now)] * unseen
         counted = {i.instance_id for i in listed} | {r.instance_id for r in self.store.instances()}
-        return PoolCount(len(counted) + len(possible), possible)
+        return PoolCount(len(counted) + len(possible), possible, frozenset(counted))
 
     def _unsettled(self, request: LaunchRequest, listed: Sequence[Instance]) -> int:
         """How many instances an open request may hold beyond those listed (0 once it is settled)."""
@@ -341,7 +343,7 @@ class GuardedCloud:
 
     # -- limits ------------------------------------------------------------------------
 
-    def _allowed_launches(self, wanted: int, instance_type: str = "") -> int:
+    def _allowed_launches(self, wanted: int, instance_type: str = "", market: Market = Market.ON_DEMAND) -> int:
         now = self.clock()
         if wanted <= 0:
             return 0
@@ -359,6 +361,7 @@ class GuardedCloud:
             "max_instances": self.config.max_instances - pool.live,
             "max_launches_per_interval": self.config.max_launches_per_interval,
             "budget_units_per_hour": self._budget_left(now, pool.possible, instance_type),
+            "budget_per_hour": self._money_left(now, pool, instance_type, market),
         }
         allowed = max(0, min(limits.values()))
         if allowed < wanted:
@@ -382,6 +385,37 @@ class GuardedCloud:
         spent += sum(self.billing.unit_starts_between(s, e, window, now) * self._price(None) for s, e in possible)
         left = self.config.budget_units_per_hour - spent
         return max(0, int(left // self._price(instance_type or None) + 1e-9))
+
+    def _money_left(self, now: float, pool: PoolCount, instance_type: str, market: Market) -> int:
+        """Instances of ``instance_type`` on ``market`` that ``budget_per_hour`` still allows, in money.
+
+        Two bounds, each at the prices of the types and markets (``offers``; unknown: the dearest):
+        the pool counted before the launch (what the cloud lists, the state file's live instances,
+        the unsettled requests) with the launches costs at most the budget an hour (a Spot Fleet's
+        maximum total price), and the money charged in the rolling hour, the launches' first charges
+        included, stays within it (instances released and replaced within the hour each paid).
+        """
+        budget = self.config.budget_per_hour
+        if budget is None:
+            return 1 << 30
+        dearest = max((o.on_demand_per_hour for o in self.offers.values()), default=1.0)
+        hourly = sum(self._price_per_hour(i) for i in pool.counted) + dearest * len(pool.possible)
+        window = now - 3600.0
+        charged = sum(
+            _charged_between(self.billing, self._price_per_hour(i), s, e, window, now) for i, s, e in self._spans(now)
+        )
+        charged += sum(_charged_between(self.billing, dearest, s, e, window, now) for s, e in pool.possible)
+        price = self._offer_price(instance_type, market)
+        first = money(self.billing, price, now, now)
+        fits = min((budget - hourly) / price, (budget - charged) / first) if price > 0 else float(1 << 30)
+        return max(0, int(fits + 1e-9))
+
+    def _offer_price(self, instance_type: str, market: Market) -> float:
+        """A launch's price per hour: its type's in its market; a type not listed: the dearest."""
+        offer = self.offers.get(instance_type)
+        if offer is None:
+            return max((o.on_demand_per_hour for o in self.offers.values()), default=1.0)
+        return offer.price_per_hour(market) if offer.offers(market) else offer.on_demand_per_hour
 
     def _price(self, instance_or_type: str | None) -> float:
         """The price per unit of an instance (or, for a launch, of a type); unknown: the dearest listed."""
@@ -538,6 +572,18 @@ class GuardedCloud:
     def _publish(self, notice: Notice) -> None:
         log.warning("%s", notice.line)
         self.journal.publish(notice)
+
+
+def _charged_between(
+    billing: Billing, price_per_hour: float, launch: float, end: float, after: float, until: float
+) -> float:
+    """The money an instance up from ``launch`` to ``end`` was charged in (after, until]: a charge falls when
+    its unit starts (the first, with the minimum, at the launch)."""
+
+    def charged_by(t: float) -> float:
+        return 0.0 if t < launch else money(billing, price_per_hour, launch, min(t, end))
+
+    return charged_by(until) - charged_by(after)
 
 
 def _contest_line(pool: str, foreign: Sequence[tuple[str, Lease]], now: float) -> str:

@@ -33,7 +33,7 @@ DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 9464  # the metrics.port default of docs/config.example.yaml
 # Decision latency: a plan takes milliseconds on small DAGs, seconds on huge ones.
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-KNOWN_LIMITS = ("max_instances", "max_launches_per_interval", "budget_units_per_hour", "back_off")
+KNOWN_LIMITS = ("max_instances", "max_launches_per_interval", "budget_units_per_hour", "budget_per_hour", "back_off")
 
 
 def cloud_error_kinds() -> list[str]:
