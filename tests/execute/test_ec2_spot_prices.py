@@ -102,3 +102,12 @@ def test_moto_quotes_a_price_for_each_known_type_and_none_for_an_unknown_one(mot
     driver = Ec2Driver(config, Ownership("price-pool", "d1"), "", client=boto_client())
     prices = driver.read_spot_prices(["", "m5.xlarge", "zz9.nosuch"])
     assert set(prices) == {"", "m5.xlarge"} and all(p > 0 for p in prices.values())
+
+
+@pytest.mark.slow
+def test_each_listed_instance_carries_its_zone_for_the_interruption_counts(moto_ec2_config, boto_client, ownership):
+    driver = Ec2Driver(moto_ec2_config, ownership, "", client=boto_client())
+    (launched,) = driver.launch(1, "req-zone")
+    subnet = boto_client().describe_subnets(SubnetIds=[moto_ec2_config.subnet_id])["Subnets"][0]
+    (listed,) = [i for i in driver.list_instances() if i.instance_id == launched.instance_id]
+    assert listed.zone == subnet["AvailabilityZone"] != ""

@@ -122,7 +122,7 @@ class SpotPriceBook:
         self.read = read
         self.period_s = period_s
         self.names = dict(names)
-        self.note = note or log.warning
+        self.note = note
         self.prices: dict[str, float] = {}  # offer key -> the last spot price per hour read
         self.read_at = -math.inf  # when the last read was tried
         self.failures = 0
