@@ -125,3 +125,21 @@ def test_an_emulated_run_on_spot_shows_every_reclaim_and_its_measured_lost_work_
     assert f"spot interruptions: {len(reclaims)} reclaimed by the cloud (default type in no zone:" in (
         capsys.readouterr().out
     )
+
+
+def test_the_tally_survives_a_restart_through_the_state_file_and_skips_what_it_cannot_trust():
+    tally = InterruptionTally()
+    tally.notify(InstanceReclaimed(110.0, "i-a", "c5.large", "us-east-1a"))
+    tally.notify(InstanceReclaimed(300.0, "i-c", "c5.large", "us-east-1b", lost_slot_s=40.0))
+    assert tally.changed
+    kept = tally.to_json()
+    assert not tally.changed
+    again = InterruptionTally.from_json(kept)
+    assert again.reclaims == tally.reclaims
+    damaged = json.loads(kept) + [
+        {"time": "late"},
+        7,
+        {"time": 1, "instance_id": "i-x", "instance_type": "", "zone": ""},
+    ]
+    assert set(InterruptionTally.from_json(json.dumps(damaged)).reclaims) == {"i-a", "i-c", "i-x"}
+    assert InterruptionTally.from_json("{not json").reclaims == {} and InterruptionTally.from_json(None).reclaims == {}

@@ -57,7 +57,7 @@ from wire_daemon.runtime.control import PoolControl
 from wire_daemon.runtime.runtimes import Runtime, build_runtime
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
-from wire_daemon.service.interruptions import InterruptionTally
+from wire_daemon.service.interruptions import INTERRUPTIONS_KEY, InterruptionTally
 from wire_daemon.service.metrics import Metrics
 from wire_daemon.service.safe_state import RUNNING_STATUS, CrashWatch
 from wire_daemon.service.state_room import open_state
@@ -147,7 +147,10 @@ class Daemon:
         self.journal = Journal()
         self.notices = NoticeBox()  # what one decision record lists
         self.journal.subscribe(self.notices)
-        self.interruptions = InterruptionTally()  # spot reclaims, per type and zone, and their lost work
+        # Spot reclaims, per type and zone, and their lost work; a submit host's survive a restart (the
+        # emulated site replays its trace from the start: its count does too).
+        kept = self.store.get_meta(INTERRUPTIONS_KEY) if settings.site.kind == "condor" else None
+        self.interruptions = InterruptionTally.from_json(kept)
         self.journal.subscribe(self.interruptions)
         self.stop_requested = False
         self.stop_reason = ""
@@ -470,6 +473,8 @@ class Daemon:
     def _write_status(self, now: float, entry: dict[str, Any] | None, stopped: Stopped | None = None) -> None:
         snapshot = self.status_snapshot(now, entry, stopped)
         self.store.set_meta(STATUS_KEY, json.dumps(snapshot.to_json(), sort_keys=True))
+        if self.interruptions.changed:
+            self.store.set_meta(INTERRUPTIONS_KEY, self.interruptions.to_json())
         self.store.set_meta("heartbeat", json.dumps({"wall": time.time(), "virtual": now}))
 
     def _when(self, now: float) -> str:

@@ -13,11 +13,14 @@ and of those still shown running on it (their eviction not read yet).
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from wire_daemon.core.journal import InstanceReclaimed
 from wire_daemon.core.run_state import RunState, TaskStatus
+
+INTERRUPTIONS_KEY = "interruptions"  # the state file's meta key of the tally
 
 
 @dataclass(frozen=True)
@@ -30,10 +33,11 @@ class Reclaim:
 
 
 class InterruptionTally:
-    """Every spot reclaim seen since the daemon started, once each."""
+    """Every spot reclaim seen, once each; kept across restarts through ``to_json`` / ``from_json``."""
 
     def __init__(self) -> None:
         self.reclaims: dict[str, Reclaim] = {}
+        self.changed = False  # since the last to_json
 
     def notify(self, event: object) -> None:
         if not isinstance(event, InstanceReclaimed):
@@ -43,6 +47,25 @@ class InterruptionTally:
             self.reclaims[event.instance_id] = Reclaim(
                 event.time, event.instance_id, event.instance_type, event.zone, event.lost_slot_s
             )
+            self.changed = True
+
+    def to_json(self) -> str:
+        self.changed = False
+        return json.dumps([asdict(r) for r in self.reclaims.values()])
+
+    @classmethod
+    def from_json(cls, text: str | None) -> InterruptionTally:
+        """The tally a state file kept; what it cannot read (absent, damaged, another version's) is left out."""
+        tally = cls()
+        try:
+            items = json.loads(text) if text else []
+        except ValueError:
+            items = []
+        for item in items if isinstance(items, list) else []:
+            reclaim = _reclaim(item)
+            if reclaim is not None:
+                tally.reclaims[reclaim.instance_id] = reclaim
+        return tally
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Reclaims per (instance type, zone); "" where a cloud has no type or zone to tell."""
@@ -61,3 +84,19 @@ class InterruptionTally:
                 started = state.start_time.item(task)
                 lost += max(now - started, 0.0) if not math.isnan(started) else 0.0
         return lost
+
+
+def _reclaim(item: object) -> Reclaim | None:
+    """One kept reclaim, or None when it is not one this version can trust."""
+    if not isinstance(item, dict):
+        return None
+    number = (int, float)
+    lost = item.get("lost_slot_s")
+    fits = (
+        isinstance(item.get("time"), number)
+        and all(isinstance(item.get(k), str) for k in ("instance_id", "instance_type", "zone"))
+        and (lost is None or (isinstance(lost, number) and not isinstance(lost, bool)))
+    )
+    if not fits:
+        return None
+    return Reclaim(float(item["time"]), item["instance_id"], item["instance_type"], item["zone"], lost)

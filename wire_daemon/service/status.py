@@ -127,7 +127,8 @@ class InterruptionCount:
 
 @dataclass(frozen=True)
 class Interruptions:
-    """Spot instances the cloud took back since the daemon started: interruptions, not failures.
+    """Spot instances the cloud took back (on a submit host since the state file's first run; on the emulated
+    site in this run): interruptions, not failures.
 
     ``lost_slot_s`` is the work they threw away: slot-seconds their tasks had run, to be run again.
     """
