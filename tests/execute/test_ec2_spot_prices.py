@@ -111,3 +111,17 @@ def test_each_listed_instance_carries_its_zone_for_the_interruption_counts(moto_
     subnet = boto_client().describe_subnets(SubnetIds=[moto_ec2_config.subnet_id])["Subnets"][0]
     (listed,) = [i for i in driver.list_instances() if i.instance_id == launched.instance_id]
     assert listed.zone == subnet["AvailabilityZone"] != ""
+
+
+@pytest.mark.slow
+def test_the_probe_reads_a_spot_price_only_when_the_section_asks(moto_ec2_config, boto_client, ownership):
+    from dataclasses import replace
+
+    from wire_daemon.execute.providers.ec2 import probe
+
+    def spot_lines(config):
+        return [c for c in probe(config, ownership, client=boto_client()) if c.call == "ec2 DescribeSpotPriceHistory"]
+
+    assert spot_lines(moto_ec2_config) == []
+    (line,) = spot_lines(replace(moto_ec2_config, spot_prices="cloud"))
+    assert line.ok and "USD an hour" in line.detail, line.line()

@@ -85,6 +85,7 @@ class Ec2Config:
         )
 
 
+_LINUX = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"]  # the spot prices of the workers' product
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 # What each id looks like; each would fail only at the first launch otherwise. An image may also be
 # named by an SSM parameter that EC2 resolves at launch (resolve:ssm:/aws/service/...).
@@ -267,7 +268,7 @@ class Ec2Driver(CloudDriver):
         # StartTime now: EC2 answers the price in effect now for each type and zone (the latest change).
         args: dict[str, Any] = {
             "InstanceTypes": names,
-            "ProductDescriptions": ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
+            "ProductDescriptions": _LINUX,
             "StartTime": datetime.now(UTC),
         }
         if zone:
@@ -570,6 +571,17 @@ def probe(
             )
         )
     driver = Ec2Driver(config, ownership, "", client=ec2)
+    if config.spot_prices == "cloud":
+        checks.append(
+            _check(
+                "ec2 DescribeSpotPriceHistory",
+                f"spot price of {config.instance_type} (spot_prices: cloud)",
+                lambda: ec2.describe_spot_price_history(
+                    InstanceTypes=[config.instance_type], ProductDescriptions=_LINUX, StartTime=datetime.now(UTC)
+                ),
+                _spot_summary,
+            )
+        )
     args = driver._run_args(base.LaunchOrder(1, "probe-dry-run", ""))
     del args["ClientToken"], args["UserData"]
     checks.append(
@@ -660,6 +672,13 @@ def _type_summary(reply: dict[str, Any], image: dict[str, Any]) -> str:
         raise base.Unusable(f"it runs {', '.join(arches)}; the image is {wanted}")
     vcpus = found.get("VCpuInfo", {}).get("DefaultVCpus", "?")
     return f"{vcpus} vCPU, {found.get('MemoryInfo', {}).get('SizeInMiB', '?')} MiB, {', '.join(arches) or '?'}"
+
+
+def _spot_summary(reply: dict[str, Any]) -> str:
+    prices = sorted(float(q["SpotPrice"]) for q in reply.get("SpotPriceHistory", []))
+    if not prices:
+        raise base.NotFound("EC2 quotes no Linux spot price for this type here: the configured price would be kept")
+    return f"{prices[0]:g} to {prices[-1]:g} USD an hour over {len(prices)} quote(s)"
 
 
 def _region_summary(reply: dict[str, Any], config: Ec2Config) -> str:
