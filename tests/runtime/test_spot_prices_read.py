@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.runtime.fakes import NoCloud
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.journal import Journal, Notice
@@ -86,3 +88,20 @@ def test_a_cloud_that_does_not_quote_keeps_the_configured_prices(tmp_path):
     runtime, _ = _runtime(tmp_path, NoCloud(), lambda: EPOCH)
     runtime.refresh()
     assert runtime.spot_prices is None and abs(runtime.cloud.offers[""].spot_per_hour - 0.085 * 0.35) < 1e-12
+
+
+def test_the_policy_weighs_spot_at_the_ratio_the_cloud_quotes_for_the_main_type(tmp_path):
+    now = [EPOCH]
+    cloud = QuotingCloud()
+    runtime, _ = _runtime(tmp_path, cloud, lambda: now[0])
+    assert runtime.loop.steering.spot_price_ratio == 0.35  # nothing read yet: the configured ratio
+    runtime.refresh()
+    assert runtime.loop.steering.spot_price_ratio == pytest.approx(0.03 / 0.085)
+    runtime.reconfigure(runtime.settings)  # a reload keeps what was read
+    assert runtime.loop.steering.spot_price_ratio == pytest.approx(0.03 / 0.085)
+    runtime.loop = runtime._new_loop(previous=runtime.loop)  # a workflow came: the rebuilt loop too
+    assert runtime.loop.steering.spot_price_ratio == pytest.approx(0.03 / 0.085)
+    now[0] += 3600.0
+    cloud.price = 0.2  # dearer than on-demand: spot buys nothing
+    runtime.refresh()
+    assert runtime.loop.steering.spot_price_ratio == 1.0

@@ -149,6 +149,16 @@ class SpotPriceBook:
         self.prices.update(read)
         return True
 
+    def ratio(self, offers: Mapping[str, Offer]) -> float | None:
+        """Spot over on-demand for the pool's main type (the first offer) as last read; None before a read.
+
+        What the policy weighs a spot launch with, in (0, 1]: a spot price above on-demand buys nothing.
+        """
+        main = next(iter(offers), None)
+        if main is None or main not in self.prices or offers[main].on_demand_per_hour <= 0:
+            return None
+        return min(max(self.prices[main] / offers[main].on_demand_per_hour, 1e-6), 1.0)
+
     def apply(self, offers: Mapping[str, Offer]) -> dict[str, Offer]:
         """The offers with each spot price read laid over the configured one."""
         return {

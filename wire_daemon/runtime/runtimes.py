@@ -25,6 +25,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -289,6 +290,15 @@ class SubmitHostRuntime:
     def _refresh_prices(self) -> None:
         if self.spot_prices is not None and self.spot_prices.refresh(self.clock()):
             self.cloud.offers = self._offers()
+            _apply_steering(self.loop, self._priced_settings())
+
+    def _priced_settings(self) -> Settings:
+        """The settings the policy steers with: once spot prices are read, the spot price ratio is the one the
+        cloud quotes for the main type, not the configured one."""
+        ratio = None if self.spot_prices is None else self.spot_prices.ratio(self.settings.steering.offers())
+        if ratio is None:
+            return self.settings
+        return replace(self.settings, steering=replace(self.settings.steering, spot_price_ratio=ratio))
 
     def _reconcile(self) -> None:
         try:
@@ -323,6 +333,8 @@ class SubmitHostRuntime:
             ends = planned_ends(self.store)
             loop.pending_releases = {i: at for i, at in ends.items() if self.lifecycle.state_of(i) is not None}
         self.boosts.apply_to(loop)
+        if self.spot_prices is not None:  # the ratio the cloud quotes, once read
+            _apply_steering(loop, self._priced_settings())
         return loop
 
     def _job_id_of(self, task_id: str) -> str | None:
@@ -405,7 +417,7 @@ class SubmitHostRuntime:
         self.cloud.config = settings.safety
         self.cloud.billing = settings.steering.billing
         self.cloud.offers = self._offers()
-        _apply_steering(self.loop, settings)
+        _apply_steering(self.loop, self._priced_settings())
 
     def _swap_dry_run(self) -> None:
         """A reload flipped ``safety.dry_run``: go on as a restart into the new mode would.
