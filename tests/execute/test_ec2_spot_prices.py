@@ -51,6 +51,7 @@ class History:
 QUOTES = [
     ("c5.large", "us-east-1a", "0.031", 10),
     ("c5.large", "us-east-1a", "0.029", 12),  # the latest quote of a zone is its price now
+    ("c5.large", "us-east-1a", "n/a", 13),  # not a price: left out, not a failure of the read
     ("c5.large", "us-east-1b", "0.035", 9),
     ("c5.xlarge", "us-east-1b", "0.061", 11),
     ("c5.xlarge", "us-east-1a", "0.055", 11),

@@ -249,16 +249,13 @@ class Ec2Driver(CloudDriver):
         """
         names = [t or self.config.instance_type for t in instance_types]
         zone = self._launch_zone()
-        quotes = self._spot_quotes(names, zone)
-        latest: dict[tuple[str, str], tuple[datetime, float]] = {}
-        for q in quotes:
-            if zone and q.get("AvailabilityZone", zone) != zone:
+        latest: dict[tuple[str, str], tuple[float, float]] = {}  # (type, zone) -> (quoted at, price)
+        for quote in filter(None, map(_quote, self._spot_quotes(names, zone))):
+            kind, where, at, price = quote
+            if zone and where and where != zone:
                 continue  # a quote of another zone, should the filter not have been applied
-            key = (q["InstanceType"], q.get("AvailabilityZone", ""))
-            stamp = q.get("Timestamp")
-            stamp = stamp if isinstance(stamp, datetime) else datetime.min.replace(tzinfo=UTC)
-            if key not in latest or stamp > latest[key][0]:
-                latest[key] = (stamp, float(q["SpotPrice"]))
+            if (kind, where) not in latest or at > latest[(kind, where)][0]:
+                latest[(kind, where)] = (at, price)
         prices: dict[str, float] = {}
         for (kind, _), (_, price) in latest.items():
             prices[kind] = max(prices.get(kind, 0.0), price)
@@ -672,6 +669,17 @@ def _type_summary(reply: dict[str, Any], image: dict[str, Any]) -> str:
         raise base.Unusable(f"it runs {', '.join(arches)}; the image is {wanted}")
     vcpus = found.get("VCpuInfo", {}).get("DefaultVCpus", "?")
     return f"{vcpus} vCPU, {found.get('MemoryInfo', {}).get('SizeInMiB', '?')} MiB, {', '.join(arches) or '?'}"
+
+
+def _quote(raw: Any) -> tuple[str, str, float, float] | None:
+    """One DescribeSpotPriceHistory entry as (type, zone, quoted at, price per hour); None if it is not one."""
+    try:
+        stamp = raw.get("Timestamp")
+        at = stamp.timestamp() if isinstance(stamp, datetime) else 0.0
+        price = float(raw["SpotPrice"])
+        return str(raw["InstanceType"]), str(raw.get("AvailabilityZone", "")), at, price
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _spot_summary(reply: dict[str, Any]) -> str:
