@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from wire_daemon.core.billing import Billing
-from wire_daemon.core.instances import Instance
+from wire_daemon.core.instances import Instance, LifecycleState
 from wire_daemon.core.journal import InstanceReclaimed, Journal
 from wire_daemon.core.pricing import Market
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
@@ -63,6 +63,7 @@ def test_a_reclaimed_spot_instance_is_told_with_its_type_and_zone_and_launches_g
     clock = {"t": 0.0}
     guard, cloud, events = _guard(tmp_path, clock)
     (spot,) = guard.launch(1, instance_type="c5.large", market=Market.SPOT)
+    guard.lifecycle.move(spot.instance_id, LifecycleState.JOINED)  # its worker ran jobs
     clock["t"] = 120.0
     del cloud.live[spot.instance_id]  # the market took it back, two minutes in
     guard.list_instances()
@@ -80,3 +81,14 @@ def test_an_on_demand_instance_dying_young_is_still_a_failure(tmp_path):
     guard.list_instances()
     assert not any(isinstance(e, InstanceReclaimed) for e in events.seen)
     assert guard.launch(1) == []  # paused: a broken image must not become a redeploy loop
+
+
+def test_a_spot_instance_gone_before_it_joined_is_judged_as_a_failure(tmp_path):
+    clock = {"t": 0.0}
+    guard, cloud, events = _guard(tmp_path, clock)
+    (spot,) = guard.launch(1, instance_type="c5.large", market=Market.SPOT)
+    clock["t"] = 300.0
+    del cloud.live[spot.instance_id]  # a broken image powers itself off, or an early reclaim: cannot tell
+    guard.list_instances()
+    assert not any(isinstance(e, InstanceReclaimed) for e in events.seen)
+    assert guard.launch(1, instance_type="c5.large", market=Market.SPOT) == []  # paused, as on-demand

@@ -15,8 +15,9 @@ the state file. Whatever the policy asks, it:
   as that many more; when the cloud cannot be listed, it launches nothing;
 * backs off after instances die young or never join the pool, doubling the
   pause each time, so a broken image cannot become a redeploy loop (a spot
-  instance gone without us is the market's reclaim: an interruption,
-  published as ``InstanceReclaimed``, not a failure);
+  instance that joined the pool and is gone without us is the market's
+  reclaim: an interruption, published as ``InstanceReclaimed``, not a
+  failure; one gone before it joined is judged as an on-demand one);
 * records each launch request before the cloud call and closes it after, so
   a daemon killed in between adopts the instances on restart
   (``reconcile``) instead of launching duplicates;
@@ -91,6 +92,10 @@ class SafetyConfig:
     terminate_unjoined: bool = True
     backoff_initial_s: Annotated[float, Positive] = 300.0
     backoff_max_s: Annotated[float, Positive] = 3600.0
+
+
+# A spot instance gone from these states joined the pool first: its image works, so the market took it.
+_WORKED = frozenset({LifecycleState.JOINED, LifecycleState.DRAINING})
 
 
 class PoolInUseError(WireError):
@@ -466,9 +471,10 @@ class GuardedCloud:
                 self._ended(record, "released")
                 continue
             self._ended(record, "vanished")
-            if self._market_of.get(record.instance_id) is Market.SPOT:
+            if self._market_of.get(record.instance_id) is Market.SPOT and record.state in _WORKED:
                 self._reclaimed(record.instance_id, now)
-                continue  # the market took it back: an interruption, not a failure of the image
+                continue  # the market took back a worker that worked: an interruption, not a failure
+            # One gone before it ever joined may be a broken image powering itself off: a failure, as on-demand.
             if now - record.launch_time < self.config.died_young_s:
                 failures.append(f"instance {record.instance_id} died {now - record.launch_time:.0f} s after launch")
         unjoined = [i for i in live if self._never_joined(i)]
