@@ -8,16 +8,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig, InstanceType, ReplayConfig, SteeringConfig
 from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.run_state import RunState
+from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.emulated.traces import load_trace
 from wire_daemon.plan.makespan import PoolMember, rank_members
-from wire_daemon.plan.shapes import ShapedPolicy, cheapest_type, fitting
+from wire_daemon.plan.shapes import ShapedPolicy, Work, choose_launch, fitting, predicted_work
 from wire_daemon.plan.steering import InstanceView, choose_releases
 from wire_daemon.ports.policy import PlanResult, SteeringDecision
+from wire_daemon.ports.prediction import Prediction
 from wire_daemon.runtime.replay import replay
 from wire_daemon.runtime.settings import load_settings
 
@@ -35,12 +39,47 @@ def test_fitting_is_cores_or_memory_whichever_runs_out_first():
     assert fitting(4, 1600.0, 5000.0) == 1  # larger than the instance: one, not an empty pool
 
 
-def test_cheapest_type_is_the_lowest_price_per_task_that_fits():
-    assert cheapest_type([SMALL, LARGE], 100.0) == (SMALL, 4)  # proportional prices tie: the first listed
-    discounted = replace(LARGE, price=3.2)
-    assert cheapest_type([SMALL, discounted], 100.0) == (discounted, 16)
-    # Memory-bound: 1000 MiB jobs fit once on the small type (1 a task) and 6 times on the large (0.67 a task).
-    assert cheapest_type([SMALL, LARGE], 1000.0) == (LARGE, 6)
+HOUR = Billing(3600.0)
+PRICES = {"c.small": 1.0, "c.large": 4.0}
+
+
+def test_proportional_prices_launch_the_smaller_type():
+    busy = Work(slot_s=16 * 3600.0 * 5, mean_s=600.0, longest_s=600.0)  # fills 16 slots for five hours
+    chosen = choose_launch([SMALL, LARGE], PRICES, 100.0, 16, 12, busy, HOUR)
+    assert (chosen.kind, chosen.count) == (SMALL, 4)
+    per_second = choose_launch([SMALL, LARGE], PRICES, 100.0, 16, 12, busy, Billing.per_second())
+    assert per_second.kind == SMALL  # a larger instance pays a longer tail when its last task runs
+
+
+def test_a_discounted_large_type_is_launched_only_for_work_that_fills_it():
+    prices = {"c.small": 1.0, "c.large": 3.2}
+    busy = Work(slot_s=16 * 3600.0 * 5, mean_s=600.0, longest_s=600.0)
+    chosen = choose_launch([SMALL, LARGE], prices, 100.0, 4, 12, busy, HOUR)
+    assert (chosen.kind, chosen.count, chosen.fit) == (LARGE, 1, 16)  # 0.2 a slot-hour against 0.25
+    # Four tasks of ten minutes: a large instance would pay an hour for 16 slots and use four.
+    short = Work(slot_s=4 * 600.0, mean_s=600.0, longest_s=600.0)
+    assert choose_launch([SMALL, LARGE], prices, 100.0, 4, 12, short, HOUR).kind == SMALL
+    # Twelve slots wanted and work for twelve: three small instances (3) cost less than a large one (3.2).
+    twelve = Work(slot_s=12 * 3000.0, mean_s=3000.0, longest_s=3000.0)
+    assert choose_launch([SMALL, LARGE], prices, 100.0, 12, 12, twelve, HOUR).kind == SMALL
+    # Nothing predicted: the launch that costs least for the slots wanted.
+    assert choose_launch([SMALL, LARGE], prices, 100.0, 16, 12, Work(), HOUR).kind == LARGE
+    assert choose_launch([SMALL, LARGE], prices, 100.0, 4, 12, Work(), HOUR).kind == SMALL
+
+
+def test_memory_fit_counts_in_the_type_choice():
+    # 1000 MiB jobs fit once on the small type (1 a slot) and 6 times on the large (0.67 a slot).
+    busy = Work(slot_s=6 * 3600.0 * 5, mean_s=600.0, longest_s=600.0)
+    chosen = choose_launch([SMALL, LARGE], PRICES, 1000.0, 6, 12, busy, HOUR)
+    assert (chosen.kind, chosen.count, chosen.fit) == (LARGE, 1, 6)
+    # The same slots by cores only: four small instances are as cheap, and smaller.
+    assert choose_launch([SMALL, LARGE], PRICES, 100.0, 6, 12, busy, HOUR).kind == SMALL
+
+
+def test_a_launch_never_has_more_instances_than_room():
+    busy = Work(slot_s=16 * 3600.0 * 5, mean_s=600.0, longest_s=600.0)
+    chosen = choose_launch([LARGE, SMALL], {"c.small": 1.0, "c.large": 4.0}, 1000.0, 12, 3, busy, HOUR)
+    assert chosen.count <= 3
 
 
 class _Recorder:
@@ -87,21 +126,51 @@ def test_the_policy_plans_in_tasks_that_fit_by_memory():
     assert result.decision.launch_type == ""  # one type: the cloud's own
 
 
+class _Launcher(_Recorder):
+    """Asks for ``launch`` instances of the slots it was told an instance has."""
+
+    def __init__(self, launch: int) -> None:
+        super().__init__()
+        self.launch = launch
+
+    def plan(self, now, state, instances, queue_order) -> PlanResult:
+        self.instances = list(instances)
+        size = len(instances) + self.launch
+        return PlanResult(SteeringDecision(size, size, launch=self.launch, spot_launches=self.launch))
+
+
 def test_the_policy_launches_the_cheapest_type_and_counts_each_instance_by_its_type():
     state, queue = _state_with_queue(8)
     requests = np.full(state.workflow.n_tasks, 1000.0)
-    inner = _Recorder()
-    steering = SteeringConfig(instance_types=(SMALL, LARGE))
+    inner = _Launcher(6)
+    steering = SteeringConfig(max_instances=30, instance_types=(SMALL, LARGE))
     policy = ShapedPolicy(inner, steering, 0.0, _Shapes(requests))
     pool = [
         Instance("i-1", 0.0, 4, CloudState.RUNNING, instance_type="c.small"),
         Instance("i-2", 0.0, 16, CloudState.RUNNING),
     ]
     result = policy.plan(0.0, state, pool, queue)
-    assert result.decision.launch_type == "c.large"
-    assert inner.steering is not None and inner.steering.slots_per_instance == 6
+    # The policy plans in the pool's own type (one 1000 MiB job fits a small instance): six slots,
+    # bought as one large instance (4 for six slots) rather than six small ones (6).
+    assert inner.steering is not None and inner.steering.slots_per_instance == 1
+    assert (result.decision.launch_type, result.decision.launch, result.decision.target) == ("c.large", 1, 3)
+    assert result.decision.spot_launches == 1  # the market layer's share, kept for the converted count
     # The listed type by its shape; an unlisted instance by its own slots (memory unknown: cores).
     assert [i.slots for i in inner.instances] == [1, 16]
+
+
+def test_the_pool_never_holds_more_slots_than_the_full_pool_of_its_own_type():
+    state, queue = _state_with_queue(8)
+    requests = np.full(state.workflow.n_tasks, 1000.0)
+    steering = SteeringConfig(max_instances=4, instance_types=(SMALL, LARGE))
+    policy = ShapedPolicy(_Launcher(2), steering, 0.0, _Shapes(requests))
+    small = Instance("i-1", 0.0, 4, CloudState.RUNNING, instance_type="c.small")
+    large = Instance("i-2", 0.0, 16, CloudState.RUNNING, instance_type="c.large")
+    # Four small instances hold four 1000 MiB jobs; the pool already holds 1 + 6.
+    held = policy.plan(0.0, state, [small, large], queue).decision
+    assert (held.launch, held.target, held.spot_launches) == (0, 2, 0)
+    alone = policy.plan(0.0, state, [small], queue).decision
+    assert (alone.launch, alone.launch_type) == (2, "c.small")  # three slots left: two small ones (2) beat a large (4)
 
 
 def test_releases_prefer_the_dearest_per_task():
@@ -171,3 +240,46 @@ def test_settings_read_a_list_of_instance_types(tmp_path):
     path.write_text("steering:\n  instance_types:\n    - {name: a.b, cores: 0}\n")
     with pytest.raises(ConfigError, match=r"instance_types\[0\].cores"):
         load_settings(path)
+
+
+def test_the_work_weighed_is_the_queue_and_the_tasks_coming_within_the_interval():
+    specs = [
+        TaskSpec("a", "t"),
+        TaskSpec("b", "t"),
+        TaskSpec("e", "t"),
+        TaskSpec("c", "u", parents=("a", "b")),  # coming: a is done, b ends within the interval
+        TaskSpec("d", "u", parents=("b", "e")),  # not coming: e has not started
+        TaskSpec("q", "t"),
+    ]
+    workflow = build_workflow("w", "test", specs)
+    state = RunState(workflow)
+    for t in ("a", "b", "q", "e"):
+        state.apply(TaskEvent(0.0, EventKind.SUBMITTED, t))
+    state.apply(TaskEvent(1.0, EventKind.STARTED, "a", host="i-1"))
+    state.apply(TaskEvent(1.0, EventKind.STARTED, "b", host="i-1"))
+    state.apply(TaskEvent(50.0, EventKind.FINISHED, "a", exit_code=0))
+    n = workflow.n_tasks
+    remaining = np.full(n, 100.0)
+    remaining[workflow.index_of("b")] = 20.0
+    policy = np.full(n, 3, dtype=np.int8)
+    prediction = Prediction(remaining, remaining, remaining, policy)
+    queue = state.idle_in_queue_order()
+    work = predicted_work(state, prediction, queue, 180.0, 1.0)
+    assert sorted(workflow.task_ids[i] for i in queue) == ["e", "q"]
+    assert (work.slot_s, work.mean_s, work.longest_s) == (300.0, 100.0, 100.0)  # e, q and c
+    assert predicted_work(state, prediction, queue, 10.0, 0.5).slot_s == 100.0  # b ends too late for c
+    guessed = Prediction(remaining, remaining, remaining, np.full(n, 7, dtype=np.int8))
+    assert predicted_work(state, guessed, queue, 180.0, 1.0) == Work()  # a prior from elsewhere is not counted
+
+
+def test_with_a_discounted_large_type_two_types_cost_no_more_than_the_small_one_alone():
+    """Short tasks in a wide stage: a pool of large instances the work cannot fill would cost three times more."""
+    workflow = load_trace(DATA / "traces" / "seismology-chameleon-300p-001.json.gz")
+
+    def cost(*types: InstanceType) -> float:
+        steering = SteeringConfig(max_instances=12, instance_types=types)
+        config = ReplayConfig(steering=steering, emulation=EmulationConfig(time_scale=20.0))
+        return float(replay(workflow, "target-slowdown", config).instance_types["cost_money"])
+
+    small, large = replace(SMALL, memory_mib=0.0), replace(LARGE, memory_mib=0.0, price=3.2)
+    assert cost(small, large) <= cost(small)

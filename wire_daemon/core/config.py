@@ -93,8 +93,9 @@ class SteeringConfig:
     # the emulated site, emulation.instance_memory_mib).
     instance_memory_mib: Annotated[float, AtLeastZero] = 0.0
     # Several instance types (EC2) or flavors (OpenStack) to choose from; empty: the one type of the
-    # cloud settings, with slots_per_instance slots at a price of 1 a unit. Growing launches the type
-    # cheapest per task that fits; the first listed is the one the pool starts with.
+    # cloud settings, with slots_per_instance slots at a price of 1 a unit. The first listed is the pool's
+    # own type (it starts with it, and sizes in it); growing launches the type cheapest in money per
+    # slot-second the predicted tasks can use (plan/shapes.py).
     instance_types: tuple[InstanceType, ...] = ()
     # How the cloud bills: "unit" (every started charging_unit_s paid in full, the paper) or "second"
     # (per second after a first charge of minimum_charge_s, as EC2, Google Cloud and Azure bill VMs).
