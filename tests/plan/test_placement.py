@@ -123,6 +123,16 @@ def test_the_reclaim_rate_is_learned_from_spot_instances_that_vanish_unreleased(
     assert rate.per_second == pytest.approx((0.05 * PRIOR_SPOT_HOURS + 1) / ((PRIOR_SPOT_HOURS + 4) * HOUR))
 
 
+def test_reclaims_seen_together_count_as_one_event():
+    rate = ReclaimRate(prior_per_hour=0.05)
+    spot = [Instance(f"i-{n}", 0.0, 4, market=Market.SPOT) for n in range(6)]
+    rate.observe(0.0, spot)
+    rate.observe(HOUR, spot[3:])  # a storm: three gone at once
+    assert rate.reclaims == 1
+    rate.observe(2 * HOUR, spot[4:])  # then one more, later
+    assert rate.reclaims == 2
+
+
 def test_placement_ranks_each_queued_task_s_market():
     wf = _chain_and_fan()
     result = MarketPlacement(_Launches(0), STEERING).plan(0.0, RunState(wf), [], _queue(wf))

@@ -5,7 +5,8 @@ emulated site). A spot launch that the cloud refuses for capacity
 (``InsufficientInstanceCapacity`` and its kin) is made on-demand instead, and
 so are that type's spot launches for a back-off period after it, or after
 ``interruptions_to_back_off`` reclaims of the type within ``window_s``: a
-type the market keeps taking back is not worth its discount. What a peer
+type the market keeps taking back is not worth its discount (unless the rule
+leaves reclaims to a policy that weighs them itself: ``reclaims_back_off``). What a peer
 does (Karpenter falls back the same way); what it saves is measured in the
 market study.
 
@@ -31,6 +32,10 @@ class FallbackRule:
     back_off_s: float = 900.0  # spot launches of a type stay on-demand this long
     interruptions_to_back_off: int = 2  # reclaims of one type within the window that start a back-off
     window_s: float = 3600.0
+    # False: only a capacity error starts a back-off. For a policy that chooses each launch's market
+    # from the reclaims it has seen (plan/placement.py), a second judge of the same reclaims would
+    # overrule it, and a storm's burst of reclaims would send every launch on-demand for the back-off.
+    reclaims_back_off: bool = True
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ class SpotFallback:
                     f"spot interruption: {instance_id} ({kind or 'default type'}) reclaimed", instance_id, kind
                 )
             )
-            if len(times) >= self.rule.interruptions_to_back_off:
+            if self.rule.reclaims_back_off and len(times) >= self.rule.interruptions_to_back_off:
                 self._back_off(kind, f"{len(times)} reclaims within {self.rule.window_s / 60:.0f} min")
 
     def _back_off(self, instance_type: str, why: str) -> None:

@@ -58,11 +58,18 @@ PRIOR_SPOT_HOURS = 4.0  # how much the configured rate weighs against what is se
 
 
 class ReclaimRate:
-    """Reclaims per spot instance-second: the configured prior, then what the pool shows."""
+    """Reclaims per spot instance-second: the configured prior, then what the pool shows.
+
+    Reclaims seen at one observation count as one event. A storm (a zone short
+    of a type takes many instances at once) is one event of the market, not
+    many independent ones: counted one by one, it would read as a rate many
+    times the real one for the rest of the run, and every later launch would
+    buy on-demand at the full price against reclaims that do not come.
+    """
 
     def __init__(self, prior_per_hour: float) -> None:
         self.prior_per_hour = prior_per_hour
-        self.reclaims = 0
+        self.reclaims = 0  # events: a batch of reclaims seen together counts once
         self.spot_seconds = 0.0
         self._seen: dict[str, float] = {}  # live spot instance -> when last seen
         self._released: set[str] = set()
@@ -72,11 +79,13 @@ class ReclaimRate:
 
     def observe(self, now: float, instances: Sequence[Instance]) -> None:
         live = {i.instance_id for i in instances if i.market is Market.SPOT}
+        reclaimed = False
         for instance_id, last in list(self._seen.items()):
             self.spot_seconds += max(now - last, 0.0)  # a reclaimed one: up to now, a little over
             if instance_id not in live:
                 del self._seen[instance_id]
-                self.reclaims += instance_id not in self._released
+                reclaimed = reclaimed or instance_id not in self._released
+        self.reclaims += reclaimed
         self._seen.update({i: now for i in live})
 
     @property
