@@ -59,7 +59,18 @@ def test_two_reclaims_send_spot_launches_on_demand_by_default():
     assert [i.market for i in made] == [Market.ON_DEMAND]
 
 
-def test_a_rule_that_leaves_reclaims_to_the_policy_counts_them_and_keeps_buying_spot():
-    fallback, made = _after_two_reclaims(FallbackRule(reclaims_back_off=False))
+def test_reclaims_seen_together_count_once_when_the_rule_says_so():
+    fallback, made = _after_two_reclaims(FallbackRule(bursts_count_once=True))
     assert fallback.interruptions == 2 and not fallback.backed_off("")
     assert [i.market for i in made] == [Market.SPOT]
+
+
+def test_separate_reclaims_still_back_off_when_bursts_count_once():
+    cloud = _Cloud()
+    fallback = SpotFallback(cloud, lambda: 100.0, Journal(), FallbackRule(bursts_count_once=True))
+    fallback.launch(3, market=Market.SPOT)
+    for _ in range(2):
+        fallback.list_instances()
+        cloud.reclaim(1)
+    fallback.list_instances()
+    assert fallback.interruptions == 2 and fallback.backed_off("")

@@ -96,9 +96,9 @@ def assemble_loop(
     cloud = world.cloud
     entry = policy_entry(policy)
     if spot_falls_back(entry, inputs.steering):
-        # A policy choosing each launch's market weighs the reclaims itself: capacity errors only.
+        # A policy choosing each launch's market reads a storm as one event; so does its fallback.
         chooses = entry.market is None and inputs.steering.market == "auto"
-        cloud = SpotFallback(cloud, world.clock, journal, FallbackRule(reclaims_back_off=not chooses))
+        cloud = SpotFallback(cloud, world.clock, journal, FallbackRule(bursts_count_once=chooses))
     return MapeLoop(
         inputs.state,
         world.observations,
