@@ -169,3 +169,19 @@ def test_a_spot_pool_that_never_falls_back_is_stopped_at_the_horizon(study):
     assert stopped.interruptions > 10 and stopped.restarts > 10 and stopped.money > 0
     assert finished.checks.tasks_completed == 1 and finished.makespan_s < 11 * 3600.0
     assert assembly_module.EmulatedSite is EmulatedSite and study._WatchedSite.horizon_s == float("inf")
+
+
+def test_held_out_families_are_split_by_file_name_and_judged_apart(study):
+    assert study.family("legacy/montage-4.0-osg-dataset02-run001.json.gz") == "montage"
+    assert study.in_set("srasearch-chameleon-30a-001.json", "held-out")
+    assert study.in_set("montage-chameleon-2mass-01d-001.json", "tuning")
+    assert not study.in_set("cycles-chameleon-1l-1c-12p-001.json", "tuning")
+    # The tuning trace: the default meets every figure; the held-out one: reactive-spot dominates it.
+    good = _grid(study, (30.0, 1050.0, 10.0), (35.0, 1000.0, 50.0), (32.0, 1300.0, 40.0))
+    bad = _grid(study, (40.0, 1400.0, 80.0), (35.0, 1000.0, 50.0), (32.0, 1300.0, 80.0))
+    rows = [r | {"trace": "montage-a.json"} for r in good] + [r | {"trace": "seismology-b.json"} for r in bad]
+    traces = [("montage-a.json", Path("montage-a.json")), ("seismology-b.json", Path("seismology-b.json"))]
+    table = study.split_table(rows, traces)
+    assert "seismology-b.json" in table[0] and "tuned on the other 1 traces" in table[0]
+    three = next(line for line in table if line.startswith("| 3 |"))
+    assert three.count("| yes |") == 1 and three.count("| **no** |") == 1

@@ -9,7 +9,7 @@ import pytest
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.pricing import Market
-from wire_daemon.core.run_state import RunState
+from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.plan.placement import (
     PRIOR_SPOT_HOURS,
@@ -123,8 +123,53 @@ def test_the_reclaim_rate_is_learned_from_spot_instances_that_vanish_unreleased(
     assert rate.per_second == pytest.approx((0.05 * PRIOR_SPOT_HOURS + 1) / ((PRIOR_SPOT_HOURS + 4) * HOUR))
 
 
+def test_reclaims_seen_together_count_as_one_event():
+    rate = ReclaimRate(prior_per_hour=0.05)
+    spot = [Instance(f"i-{n}", 0.0, 4, market=Market.SPOT) for n in range(6)]
+    rate.observe(0.0, spot)
+    rate.observe(HOUR, spot[3:])  # a storm: three gone at once
+    assert rate.reclaims == 1
+    rate.observe(2 * HOUR, spot[4:])  # then one more, later
+    assert rate.reclaims == 2
+
+
 def test_placement_ranks_each_queued_task_s_market():
     wf = _chain_and_fan()
     result = MarketPlacement(_Launches(0), STEERING).plan(0.0, RunState(wf), [], _queue(wf))
     markets = {wf.task_ids[t]: m for t, m in result.job_markets.items()}
     assert markets["L1"] is Market.ON_DEMAND and {markets[f"S{i}"] for i in range(8)} == {Market.SPOT}
+
+
+def _idle(wf, names):
+    state = RunState(wf)
+    for name in names:
+        state.status[wf.index_of(name)] = TaskStatus.IDLE
+    return state
+
+
+def test_a_retried_long_task_ranks_on_demand_where_its_first_attempt_ranked_spot():
+    wf = _chain_and_fan()
+    queue = np.array([wf.index_of("L2")])  # an hour long, off the critical path: spot at first
+    state = _idle(wf, ["L2"])
+    first = MarketPlacement(_Launches(0), STEERING).plan(0.0, state, [Instance("i-1", 0.0, 1)], queue)
+    assert first.job_markets == {wf.index_of("L2"): Market.SPOT}
+    state.lost_s[wf.index_of("L2")] = 1200.0  # a reclaim threw 20 minutes away
+    again = MarketPlacement(_Launches(0), STEERING).plan(0.0, state, [Instance("i-1", 0.0, 1)], queue)
+    assert again.job_markets == {wf.index_of("L2"): Market.ON_DEMAND}
+
+
+def test_the_shield_launches_on_demand_for_work_ranking_it_first_with_no_such_slot():
+    wf = _chain_and_fan()
+    state = _idle(wf, ["L1", *(f"S{i}" for i in range(8))])
+    spot_pool = [Instance(f"i-{n}", 0.0, 1, market=Market.SPOT) for n in range(3)]
+    decision = MarketPlacement(_Launches(0), STEERING).plan(0.0, state, spot_pool, _queue(wf)).decision
+    assert decision.launch == 1 and decision.spot_launches == 0  # one on-demand instance for L1
+
+
+def test_the_shield_stays_put_with_a_free_on_demand_slot_or_a_full_pool():
+    wf = _chain_and_fan()
+    state = _idle(wf, ["L1", *(f"S{i}" for i in range(8))])
+    with_od = [Instance("i-0", 0.0, 1), Instance("i-1", 0.0, 1, market=Market.SPOT)]
+    assert MarketPlacement(_Launches(0), STEERING).plan(0.0, state, with_od, _queue(wf)).decision.launch == 0
+    full = [Instance(f"i-{n}", 0.0, 1, market=Market.SPOT) for n in range(STEERING.max_instances)]
+    assert MarketPlacement(_Launches(0), STEERING).plan(0.0, state, full, _queue(wf)).decision.launch == 0

@@ -5,7 +5,8 @@ emulated site). A spot launch that the cloud refuses for capacity
 (``InsufficientInstanceCapacity`` and its kin) is made on-demand instead, and
 so are that type's spot launches for a back-off period after it, or after
 ``interruptions_to_back_off`` reclaims of the type within ``window_s``: a
-type the market keeps taking back is not worth its discount. What a peer
+type the market keeps taking back is not worth its discount (with
+``bursts_count_once``, reclaims seen together count as one event). What a peer
 does (Karpenter falls back the same way); what it saves is measured in the
 market study.
 
@@ -31,6 +32,11 @@ class FallbackRule:
     back_off_s: float = 900.0  # spot launches of a type stay on-demand this long
     interruptions_to_back_off: int = 2  # reclaims of one type within the window that start a back-off
     window_s: float = 3600.0
+    # True: reclaims of a type seen in one listing count once toward the back-off. A storm (a zone short
+    # of a type takes many instances at once) is one event of the market: a policy that chooses each
+    # launch's market (plan/placement.py) weighs it so, and a back-off on the burst alone would send
+    # its launches on-demand at the full price against reclaims that do not come.
+    bursts_count_once: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ class SpotFallback:
         self.ledger = _Ledger()
         self._spot: dict[str, str] = {}  # live spot instance -> its type
         self._ours_ended: set[str] = set()
+        self._events: dict[str, list[float]] = {}  # type -> times of the reclaim events the back-off counts
 
     @property
     def slots_per_instance(self) -> int:
@@ -115,6 +122,7 @@ class SpotFallback:
 
     def _notice_reclaims(self, live: set[str]) -> None:
         now = self.clock()
+        events: dict[str, int] = {}  # type -> reclaim events seen in this listing
         for instance_id in [i for i in self._spot if i not in live]:
             kind = self._spot.pop(instance_id)
             if instance_id in self._ours_ended:
@@ -127,8 +135,12 @@ class SpotFallback:
                     f"spot interruption: {instance_id} ({kind or 'default type'}) reclaimed", instance_id, kind
                 )
             )
-            if len(times) >= self.rule.interruptions_to_back_off:
-                self._back_off(kind, f"{len(times)} reclaims within {self.rule.window_s / 60:.0f} min")
+            events[kind] = 1 if self.rule.bursts_count_once else events.get(kind, 0) + 1
+            self._events[kind] = [t for t in self._events.get(kind, []) if t > now - self.rule.window_s]
+        for kind, count in events.items():
+            self._events[kind] += [now] * count
+            if len(self._events[kind]) >= self.rule.interruptions_to_back_off:
+                self._back_off(kind, f"{len(self._events[kind])} reclaims within {self.rule.window_s / 60:.0f} min")
 
     def _back_off(self, instance_type: str, why: str) -> None:
         until = self.clock() + self.rule.back_off_s

@@ -34,7 +34,12 @@ Launching is half of placement; the other half is where each queued task
 starts. The same rule, task by task, gives each of the queue's next tasks
 (a full pool's worth) a market, which the loop hands to Condor as the job's
 Rank (``CondorControl.prefer_market``): long critical work ranks on-demand
-slots first, the rest spot slots.
+slots first, the rest spot slots. A task that already lost work to an
+eviction (a reclaim) is judged as critical: its retry should not land on
+spot again when the work it would repeat is long. A Rank is only a
+preference, so when more queued tasks rank on-demand first than the
+on-demand slots free or booting can take, the decision launches on-demand
+instances for them (the *shield*), within ``max_instances``.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from wire_daemon.core.instances import Instance
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
-from wire_daemon.ports.policy import PlanResult, ScalingPolicy
+from wire_daemon.ports.policy import PlanResult, ScalingPolicy, SteeringDecision
 from wire_daemon.ports.prediction import Prediction
 
 CRITICAL_SHARE = 0.8
@@ -58,11 +63,18 @@ PRIOR_SPOT_HOURS = 4.0  # how much the configured rate weighs against what is se
 
 
 class ReclaimRate:
-    """Reclaims per spot instance-second: the configured prior, then what the pool shows."""
+    """Reclaims per spot instance-second: the configured prior, then what the pool shows.
+
+    Reclaims seen at one observation count as one event. A storm (a zone short
+    of a type takes many instances at once) is one event of the market, not
+    many independent ones: counted one by one, it would read as a rate many
+    times the real one for the rest of the run, and every later launch would
+    buy on-demand at the full price against reclaims that do not come.
+    """
 
     def __init__(self, prior_per_hour: float) -> None:
         self.prior_per_hour = prior_per_hour
-        self.reclaims = 0
+        self.reclaims = 0  # events: a batch of reclaims seen together counts once
         self.spot_seconds = 0.0
         self._seen: dict[str, float] = {}  # live spot instance -> when last seen
         self._released: set[str] = set()
@@ -72,11 +84,13 @@ class ReclaimRate:
 
     def observe(self, now: float, instances: Sequence[Instance]) -> None:
         live = {i.instance_id for i in instances if i.market is Market.SPOT}
+        reclaimed = False
         for instance_id, last in list(self._seen.items()):
             self.spot_seconds += max(now - last, 0.0)  # a reclaimed one: up to now, a little over
             if instance_id not in live:
                 del self._seen[instance_id]
-                self.reclaims += instance_id not in self._released
+                reclaimed = reclaimed or instance_id not in self._released
+        self.reclaims += reclaimed
         self._seen.update({i: now for i in live})
 
     @property
@@ -154,11 +168,40 @@ class MarketPlacement:
         if decision.launch > 0:
             decision.spot_launches = self._spot_count(work, state, instances, queue, decision.launch)
         head = queue[: self.config.max_instances * self.config.slots_per_instance]
+        retried = state.lost_s > 0
         result.job_markets = {
-            int(t): Market.SPOT if self._worth(work, head[i : i + 1]) else Market.ON_DEMAND
+            int(t): Market.SPOT if self._worth(work, head[i : i + 1], bool(retried[t])) else Market.ON_DEMAND
             for i, t in enumerate(head.tolist())
         }
+        self._shield(decision, state, instances, result.job_markets)
         return result
+
+    def _shield(
+        self, decision: SteeringDecision, state: RunState, instances: Sequence[Instance], markets: dict[int, Market]
+    ) -> None:
+        """Launch on-demand capacity for queued work that ranks on-demand first and has no such slot to go to.
+
+        A Rank is a preference: a job whose market has no free slot takes
+        any, and long critical work or a reclaimed task's retry would start on
+        spot again. One on-demand instance per ``slots_per_instance`` such tasks
+        beyond the free on-demand slots, booting ones counted, within
+        ``max_instances``.
+        """
+        config = self.config
+        od = {i.instance_id: i.slots for i in instances if i.market is Market.ON_DEMAND}
+        od_busy = sum(1 for host in state.host.values() if host in od)
+        queued = state.status == TaskStatus.IDLE
+        wanting = sum(1 for t, m in markets.items() if m is Market.ON_DEMAND and queued[t])
+        launching = decision.launch - decision.spot_launches
+        short = wanting - (sum(od.values()) - od_busy) - launching * config.slots_per_instance
+        if short <= 0:
+            return
+        room = config.max_instances - len(instances) - decision.launch + len(decision.release)
+        extra = min(math.ceil(short / config.slots_per_instance), max(room, 0))
+        if extra > 0:
+            decision.launch += extra
+            decision.target += extra
+            decision.rule += f"; {extra} on-demand for work that a reclaim would set back"
 
     def _spot_count(
         self, work: _Work, state: RunState, instances: Sequence[Instance], queue: np.ndarray, launch: int
@@ -167,14 +210,24 @@ class MarketPlacement:
         free = sum(i.slots for i in instances) - int(np.count_nonzero(state.status == TaskStatus.RUNNING))
         carried = queue[max(free, 0) :]
         slots = self.config.slots_per_instance
-        return sum(self._worth(work, carried[j * slots : (j + 1) * slots]) for j in range(launch))
+        retried = state.lost_s > 0
+        return sum(
+            self._worth(work, tasks, bool(retried[tasks].any()))
+            for tasks in (carried[j * slots : (j + 1) * slots] for j in range(launch))
+        )
 
-    def _worth(self, work: _Work, tasks: np.ndarray) -> bool:
-        """Is spot worth it for capacity that would run ``tasks`` (none known: a typical task)?"""
+    def _worth(self, work: _Work, tasks: np.ndarray, retried: bool = False) -> bool:
+        """Is spot worth it for capacity that would run ``tasks`` (none known: a typical task)?
+
+        Capacity for a task an eviction already restarted (``retried``) is
+        judged as for critical work: the task is late already, and a second
+        reclaim of the same work pushes the workflow's end back where a
+        sibling's first one would not.
+        """
         config = self.config
         known = work.remaining[tasks][np.isfinite(work.remaining[tasks])]
         d = max(float(known.max()) if known.size else work.typical, 1.0)
-        critical = bool(tasks.size) and float(work.paths[tasks].max()) >= CRITICAL_SHARE * work.longest
+        critical = retried or (bool(tasks.size) and float(work.paths[tasks].max()) >= CRITICAL_SHARE * work.longest)
         late_weight = config.max_instances * (d / 2 + config.interval_s) / d
         return spot_worth(d, self.rate.per_second, config.spot_price_ratio, critical, late_weight)
 

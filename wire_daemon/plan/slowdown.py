@@ -206,7 +206,7 @@ class SlowdownPolicy:
         low = max(config.min_instances, len(kept) - len(going), 1)
         high = max(config.max_instances if keep_at_most is None else min(config.max_instances, keep_at_most), low)
         new_member = PoolMember("new", slots, now + lag, now, now)
-        price = config.max_instances / config.planning_unit_s  # lateness, per second: the full pool's price
+        price = config.max_instances / billing.charging_unit_s  # lateness, per second: the full pool's price
         seen: dict[int, _Choice] = {}
 
         def look(size: int) -> _Choice:

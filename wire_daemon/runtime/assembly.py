@@ -94,8 +94,11 @@ def assemble_loop(
     options = options or LoopOptions()
     journal = options.journal or Journal()
     cloud = world.cloud
-    if spot_falls_back(policy_entry(policy), inputs.steering):
-        cloud = SpotFallback(cloud, world.clock, journal, FallbackRule())
+    entry = policy_entry(policy)
+    if spot_falls_back(entry, inputs.steering):
+        # A policy choosing each launch's market reads a storm as one event; so does its fallback.
+        chooses = entry.market is None and inputs.steering.market == "auto"
+        cloud = SpotFallback(cloud, world.clock, journal, FallbackRule(bursts_count_once=chooses))
     return MapeLoop(
         inputs.state,
         world.observations,

@@ -1,0 +1,76 @@
+"""The on-demand fallback in front of a cloud: which reclaims start a back-off."""
+
+from collections.abc import Sequence
+
+from wire_daemon.core.instances import Instance
+from wire_daemon.core.journal import Journal
+from wire_daemon.core.pricing import Market
+from wire_daemon.execute.market_fallback import FallbackRule, SpotFallback
+
+
+class _Cloud:
+    """A cloud whose spot instances vanish when a test reclaims them."""
+
+    slots_per_instance = 4
+
+    def __init__(self) -> None:
+        self.live: dict[str, Instance] = {}
+        self.made = 0
+
+    def list_instances(self, include_unusable: bool = False) -> Sequence[Instance]:
+        return list(self.live.values())
+
+    def find_request(self, request_id: str) -> Sequence[Instance]:
+        return [i for i in self.live.values() if i.request_id == request_id]
+
+    def launch(
+        self, count: int, request_id: str | None = None, *, instance_type: str = "", market: Market = Market.ON_DEMAND
+    ) -> Sequence[Instance]:
+        made = []
+        for _ in range(count):
+            self.made += 1
+            made.append(Instance(f"i-{self.made}", 0.0, 4, instance_type=instance_type, market=market))
+        self.live.update({i.instance_id: i for i in made})
+        return made
+
+    def terminate(self, instance_ids: Sequence[str]) -> Sequence[str]:
+        for i in instance_ids:
+            self.live.pop(i, None)
+        return list(instance_ids)
+
+    def reclaim(self, count: int) -> None:
+        for instance_id in list(self.live)[:count]:
+            del self.live[instance_id]
+
+
+def _after_two_reclaims(rule: FallbackRule) -> tuple[SpotFallback, Sequence[Instance]]:
+    cloud = _Cloud()
+    fallback = SpotFallback(cloud, lambda: 100.0, Journal(), rule)
+    fallback.launch(3, market=Market.SPOT)
+    fallback.list_instances()
+    cloud.reclaim(2)
+    fallback.list_instances()
+    return fallback, fallback.launch(1, market=Market.SPOT)
+
+
+def test_two_reclaims_send_spot_launches_on_demand_by_default():
+    fallback, made = _after_two_reclaims(FallbackRule())
+    assert fallback.interruptions == 2 and fallback.backed_off("")
+    assert [i.market for i in made] == [Market.ON_DEMAND]
+
+
+def test_reclaims_seen_together_count_once_when_the_rule_says_so():
+    fallback, made = _after_two_reclaims(FallbackRule(bursts_count_once=True))
+    assert fallback.interruptions == 2 and not fallback.backed_off("")
+    assert [i.market for i in made] == [Market.SPOT]
+
+
+def test_separate_reclaims_still_back_off_when_bursts_count_once():
+    cloud = _Cloud()
+    fallback = SpotFallback(cloud, lambda: 100.0, Journal(), FallbackRule(bursts_count_once=True))
+    fallback.launch(3, market=Market.SPOT)
+    for _ in range(2):
+        fallback.list_instances()
+        cloud.reclaim(1)
+    fallback.list_instances()
+    assert fallback.interruptions == 2 and fallback.backed_off("")
