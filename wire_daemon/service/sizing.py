@@ -32,14 +32,14 @@ from wire_daemon.emulated.site import task_times, world_dispatch
 from wire_daemon.emulated.traces import load_trace
 from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.submit_monitor import SubmitDirMonitor
-from wire_daemon.plan.makespan import LevelModel
 from wire_daemon.plan.pool_sizes import (
     MIN_OBSERVATIONS,
     PoolSizeEstimate,
     PoolTerms,
-    estimate_pool_sizes,
+    simulate_pool_sizes,
     with_known_times,
 )
+from wire_daemon.plan.simulate import Simulator
 from wire_daemon.ports.prediction import DispatchEstimate
 from wire_daemon.runtime.settings import Settings
 from wire_daemon.service.inspect import read_events
@@ -190,7 +190,7 @@ def _estimate(
         dispatch = learner.estimate()
     terms = PoolTerms(steering.slots_per_instance, steering.billing, steering.interval_s, up)
     sizes = list(range(1, max_instances + 1))
-    return estimate_pool_sizes(LevelModel(workflow), state, prediction, dispatch, sizes, now, terms)
+    return simulate_pool_sizes(Simulator(workflow, dispatch), state, prediction, sizes, now, terms)
 
 
 def _scaled(scale: float) -> str:
