@@ -1,12 +1,16 @@
-"""Makespan and cost for each pool size, from the level-based model: what ``wire-daemon plan`` prints.
+"""Makespan and cost for each pool size: what ``wire-daemon plan`` prints.
 
 For N instances, the question is: with a pool of N from now on, when would
-the workflow end, and what would the pool cost? The answer is the level-based
-model of ``makespan.py`` (``LevelModel.remaining`` and ``schedule``), on
+the workflow end, and what would the pool cost? ``plan`` answers by
+scheduling the remaining DAG on the pool (``simulate_pool_sizes``, the
+estimator of ``simulate.py``: each task when its parents have ended and a
+slot is free); ``estimate_pool_sizes`` gives the level-based model's answer
+(``makespan.py``: ``LevelModel.remaining`` and ``schedule``) for comparison.
+Both run on
 
 * the task times: the online predictions for the unfinished tasks (expected
-  work, 90th percentile for a level's longest task, as target-slowdown uses
-  them); a task nothing has been measured for (prediction policy 1 or 2)
+  work; the level model also takes the 90th percentile for a level's
+  longest task, as target-slowdown uses it); a task nothing has been measured for (prediction policy 1 or 2)
   gets its known time (a trace's runtime) or the default, less what it has
   already run;
 * the capacity: before the run, N instances up when the workflow starts
@@ -19,12 +23,12 @@ was launched a lag before the start, its boot paid, as the emulated full
 site bills it; during the run, the units from now on).
 
 P50 and P90 come from drawing the task times again and again (Monte Carlo,
-the same draws for every size, so a larger pool is never slower in any
-draw): a task of a stage with at least ``MIN_OBSERVATIONS`` measured
+the same draws for every size, so sizes are compared on the same times): a task of a stage with at least ``MIN_OBSERVATIONS`` measured
 occupancies draws one of them, scaled by its predicted mean over the
 stage's measured mean (the prediction's input-size shift); a running task
 draws among the measurements longer than what it has run, less that. Every
-other task keeps its predicted mean: it has no spread to draw from.
+other task keeps its predicted mean: it has no spread to draw from. The
+simulation takes ``SIMULATED_DRAWS`` draws (each costs a schedule per size).
 """
 
 from __future__ import annotations
