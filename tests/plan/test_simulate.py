@@ -153,3 +153,16 @@ def test_batches_stay_close_to_the_exact_schedule_on_a_wide_workflow() -> None:
         exact = _end(wf, per_task, slots, EXACT)
         batched = _end(wf, per_task, slots, BATCHES)
         assert batched == pytest.approx(exact, rel=0.15)
+
+
+def test_the_busy_slots_become_spans_of_instances_for_the_cost_rule() -> None:
+    """Four 100 s middles on 2 instances of 2 slots, then a 10 s join: both instances busy, then one."""
+    wf = _fork_join(4)
+    times = {"root": 10.0, "join": 10.0, **{f"m{i}": 100.0 for i in range(4)}}
+    sim = Simulator(wf, _dispatch(wf))
+    per_task = np.array([times[t] for t in wf.task_ids])
+    run = sim.run(remaining_of(RunState(wf), 0.0), per_task, [Slots(0.0, 4)])
+    spans = run.as_levels(0.0, 2)
+    assert run.end == pytest.approx(120.0)
+    got = list(zip(spans.level_start.tolist(), spans.level_end.tolist(), spans.instances_used.tolist()))
+    assert got == [(0.0, 10.0, 1), (10.0, 110.0, 2), (110.0, 120.0, 1)]

@@ -23,12 +23,13 @@ was launched a lag before the start, its boot paid, as the emulated full
 site bills it; during the run, the units from now on).
 
 P50 and P90 come from drawing the task times again and again (Monte Carlo,
-the same draws for every size, so sizes are compared on the same times): a task of a stage with at least ``MIN_OBSERVATIONS`` measured
-occupancies draws one of them, scaled by its predicted mean over the
-stage's measured mean (the prediction's input-size shift); a running task
-draws among the measurements longer than what it has run, less that. Every
-other task keeps its predicted mean: it has no spread to draw from. The
-simulation takes ``SIMULATED_DRAWS`` draws (each costs a schedule per size).
+the same draws for every size, so sizes are compared on the same times): a
+task of a stage with at least ``MIN_OBSERVATIONS`` measured occupancies
+draws one of them, scaled by its predicted mean over the stage's measured
+mean (the prediction's input-size shift); a running task draws among the
+measurements longer than what it has run, less that. Every other task keeps
+its predicted mean: it has no spread to draw from. The simulation takes
+``SIMULATED_DRAWS`` draws (each costs a schedule per size).
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ from wire_daemon.plan.simulate import Simulator, remaining_of
 from wire_daemon.ports.prediction import POLICY_NOT_STARTED, POLICY_RUNNING_ONLY, DispatchEstimate, Prediction
 
 SIMULATED_DRAWS = 40  # a simulation costs more than the level model: fewer draws, P50/P90 still settle
+# Task schedules (unfinished tasks x sizes x draws) one plan may spend on its draws; a large workflow gets
+# fewer draws (at least MIN_DRAWS) so that plan stays within seconds.
+DRAW_BUDGET = 50_000_000
+MIN_DRAWS = 5
 MIN_OBSERVATIONS = 3  # measured occupancies a stage needs before its spread is drawn from
 DEFAULT_DRAWS = 200
 
@@ -189,7 +194,8 @@ def simulate_pool_sizes(
     if sampler.has_spread and draws > 0:
         rng = np.random.default_rng(seed)
         runs = []
-        for _ in range(draws):
+        affordable = DRAW_BUDGET // max(left.tasks.size * len(sizes), 1)
+        for _ in range(min(draws, max(affordable, MIN_DRAWS))):
             times = sampler.draw(rng)
             runs.append([sim.run(left, times, _capacity(n, now, terms)).end for n in sizes])
         spread = np.percentile(np.array(runs), [50, 90], axis=0)

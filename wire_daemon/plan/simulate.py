@@ -42,7 +42,7 @@ import numpy as np
 
 from wire_daemon.core.run_state import DONE, RUNNING, WAITING, RunState
 from wire_daemon.core.workflow import Workflow
-from wire_daemon.plan.makespan import Slots, top_down_levels
+from wire_daemon.plan.makespan import Schedule, Slots, top_down_levels
 from wire_daemon.ports.prediction import DispatchEstimate
 
 MAX_EXACT_TASKS = 20_000  # unfinished tasks above which batches replace single tasks
@@ -86,6 +86,31 @@ class SimResult:
 
     end: float
     busy_until: float  # when the last pool slot is left (the pool is needed until then)
+    busy: Sequence[tuple[float, int]] = ()  # (time, slots taken (+) or left (-)), pool slots only
+
+    def as_levels(self, start: float, slots_per_instance: int) -> Schedule:
+        """The busy slots as spans of constant instance count: the level model's ``Schedule``, for its cost rule.
+
+        ``plan_instances`` prices a schedule span by span, the first
+        ``instances_used`` instances busy through each; a span here is a
+        stretch of time through which the simulated pool keeps the same
+        number of instances busy (busy slots, rounded up to instances).
+        """
+        if not self.busy or not math.isfinite(self.end):
+            return Schedule(self.end, np.empty(0), np.empty(0), np.zeros(0, dtype=np.int64))
+        at = np.array([b[0] for b in self.busy])
+        delta = np.array([b[1] for b in self.busy], dtype=np.int64)
+        order = np.argsort(at, kind="stable")
+        at, delta = at[order], delta[order]
+        level = np.cumsum(delta)
+        last = np.r_[at[1:] != at[:-1], True]  # the count after every change made at one instant
+        at, level = at[last], level[last]
+        used = -(-np.maximum(level, 0) // slots_per_instance)
+        keep = np.r_[True, used[1:] != used[:-1]]
+        begins, used = at[keep], used[keep]
+        ends = np.r_[begins[1:], max(self.end, float(begins[-1]))]
+        some = used > 0
+        return Schedule(self.end, np.maximum(begins[some], start), ends[some], used[some].astype(np.int64))
 
 
 class Simulator:
@@ -93,17 +118,22 @@ class Simulator:
 
     def __init__(self, workflow: Workflow, dispatch: DispatchEstimate, max_exact_tasks: int = MAX_EXACT_TASKS) -> None:
         self.workflow = workflow
-        self.dispatch = dispatch
         self.max_exact_tasks = max_exact_tasks
         self._child_ptr = workflow.child_ptr.tolist()
         self._child_idx = workflow.child_idx.tolist()
         self._on_pool = workflow.on_pool.tolist()
-        gaps = dispatch.gap_per_task(workflow.stage_of)
-        if dispatch.gap_observations == 0:  # only a prior: no measured loss between jobs yet
-            gaps = np.zeros(workflow.n_tasks)
-        self.gap = np.maximum(np.nan_to_num(gaps), 0.0)
         self._levels: np.ndarray | None = None
         self._cohorts: _Cohorts | None = None
+        self.use(dispatch)
+
+    def use(self, dispatch: DispatchEstimate) -> None:
+        """Schedule with these dispatch costs from now on (the learner's estimate changes every decision)."""
+        self.dispatch = dispatch
+        gaps = dispatch.gap_per_task(self.workflow.stage_of)
+        if dispatch.gap_observations == 0:  # only a prior: no measured loss between jobs yet
+            gaps = np.zeros(self.workflow.n_tasks)
+        self.gap = np.maximum(np.nan_to_num(gaps), 0.0)
+        self._cohorts = None  # batches carry the gaps
 
     def levels(self) -> np.ndarray:
         if self._levels is None:
@@ -137,12 +167,15 @@ class Simulator:
                 events.append((step.time, _CAPACITY, step.delta))
         ready: deque[tuple[float, int]] = deque()
         ready_sorted: list[tuple[float, int]] = []
+        busy: list[tuple[float, int]] = []  # (time, slots taken or left)
         for task, run, queued, submitting in zip(
             left.tasks.tolist(), left.running.tolist(), left.queued.tolist(), left.submitting.tolist()
         ):
             if run:
                 events.append((now + duration[task], _FINISH, task))
                 free -= on_pool[task]
+                if on_pool[task]:
+                    busy.append((now, 1))
             elif queued or submitting:
                 at = now + (d.start_latency_s if queued else to_submit)
                 if on_pool[task]:
@@ -157,8 +190,9 @@ class Simulator:
             if ready and free > 0 and ready[0][0] <= horizon:
                 at, task = ready.popleft()
                 free -= 1
-                stop = max(at, clock) + duration[task]
-                heapq.heappush(events, (stop, _FINISH, task))
+                begin = max(at, clock)
+                busy.append((begin, 1))
+                heapq.heappush(events, (begin + duration[task], _FINISH, task))
                 continue
             if not events:
                 break
@@ -169,6 +203,7 @@ class Simulator:
                 continue
             if kind == _SLOT:
                 free += 1
+                busy.append((t, -1))
                 continue
             end = t
             if on_pool[what]:
@@ -178,6 +213,7 @@ class Simulator:
                     heapq.heappush(events, (t + lost, _SLOT, what))
                 else:
                     free += 1
+                    busy.append((t, -1))
             for k in range(cptr[what], cptr[what + 1]):
                 child = cidx[k]
                 n = counts.get(child, int(pending[child])) - 1
@@ -190,7 +226,7 @@ class Simulator:
                         heapq.heappush(events, (at + duration[child], _FINISH, child))
         if ready:  # no slot will ever come for them
             return SimResult(math.inf, math.inf)
-        return SimResult(end, busy_until)
+        return SimResult(end, busy_until, busy)
 
 
 class _Cohorts:
@@ -258,6 +294,7 @@ class _Cohorts:
         unended = self.count.copy()
         first_start = np.full(self.n, math.inf)
         ready: list[tuple[float, int]] = []  # (ready time, batch), a heap
+        busy: list[tuple[float, int]] = []
         for b in range(self.n):
             phase = int(self.phase[b])
             if phase == 0:
@@ -266,6 +303,7 @@ class _Cohorts:
                 first_start[b] = now
                 if self.pool[b]:
                     free -= int(self.count[b])
+                    busy.append((now, int(self.count[b])))
             elif parents_left[b] == 0:
                 at = now + (d.start_latency_s if phase == 1 else to_submit)
                 ready.append((at, b))
@@ -280,6 +318,7 @@ class _Cohorts:
                 take = int(unstarted[b]) if not self.pool[b] else min(free, int(unstarted[b]))
                 if self.pool[b]:
                     free -= take
+                    busy.append((at, take))
                 unstarted[b] -= take
                 first_start[b] = min(first_start[b], at)
                 heapq.heappush(events, (at + float(self.mean[b]), _FINISH, b, take))
@@ -295,6 +334,7 @@ class _Cohorts:
                 continue
             if kind == _SLOT:
                 free += n
+                busy.append((t, -n))
                 continue
             if self.pool[what]:
                 busy_until = max(busy_until, t)
@@ -303,6 +343,7 @@ class _Cohorts:
                     heapq.heappush(events, (t + lost, _SLOT, what, n))
                 else:
                     free += n
+                    busy.append((t, -n))
             unended[what] -= n
             if unended[what] > 0:
                 end = max(end, t)
@@ -316,7 +357,7 @@ class _Cohorts:
                     heapq.heappush(ready, (done_at + to_submit, child))
         if ready:
             return SimResult(math.inf, math.inf)
-        return SimResult(end, busy_until)
+        return SimResult(end, busy_until, busy)
 
 
 def _gather(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
