@@ -49,17 +49,8 @@ from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.run_state import DONE, WAITING, RunState
 from wire_daemon.core.run_state import RUNNING as RUNNING_TASK
-from wire_daemon.plan.makespan import (
-    LevelModel,
-    Levels,
-    PoolMember,
-    Slots,
-    capacity_of,
-    plan_instances,
-    rank_members,
-)
+from wire_daemon.plan.makespan import LevelModel, Levels, PoolMember, capacity_of, plan_instances, rank_members
 from wire_daemon.plan.shapes import dearness
-from wire_daemon.plan.simulate import Remaining, Simulator, remaining_of
 from wire_daemon.plan.steering import release_time
 from wire_daemon.ports.policy import PlanResult, SizeEstimate, SteeringDecision, UpcomingLoad
 from wire_daemon.ports.prediction import (
@@ -75,11 +66,6 @@ from wire_daemon.ports.prediction import (
 
 # Predicted from the task's own stage's measurements (WIRE's policies 3-5), not from a prior.
 MEASURED = frozenset({POLICY_STAGE_MEDIAN, POLICY_SAME_INPUT, POLICY_GRADIENT})
-# Estimate each choice by simulating the remaining DAG on its pool (plan/simulate.py) for workflows of at
-# most SIMULATED_TASKS tasks: a decision schedules a few dozen pools and the whole DAG for the full pool,
-# and beyond that many tasks it would take more than 100 ms; the level model (makespan.py) decides there.
-SIMULATE = True
-SIMULATED_TASKS = 5_000
 # Launch lags after which running tasks guessed from a prior no longer keep the pool waiting for them.
 GUESS_KEPT_LAGS = 2.0
 
@@ -119,8 +105,6 @@ class SlowdownPolicy:
         self.config = config
         self.name = name
         self._model: LevelModel | None = None
-        self._sim: Simulator | None = None
-        self._fresh: Remaining | None = None  # the whole workflow, nothing run: the full pool's schedule
         self._released: dict[str, float] = {}  # instance -> when it is terminated
         self._guessing_since: float | None = None  # first of the decisions in a row under the speculation cap
 
@@ -151,16 +135,11 @@ class SlowdownPolicy:
             return PlanResult(self._wind_down(now, pool), upcoming, counts, prediction)
         levels = model.remaining(state, prediction, dispatch)
         origin = state.first_event_time if state.first_event_time is not None else 0.0
-        rest: Remaining | None = None
-        if SIMULATE and state.workflow.n_tasks <= SIMULATED_TASKS:
-            rest = remaining_of(state, now)
-            full = self._simulated_full_pool(state, prediction, dispatch, origin, now) - origin
-        else:
-            full = model.full_pool(state, prediction, dispatch, config.max_instances * config.slots_per_instance, now)
+        full = model.full_pool(state, prediction, dispatch, config.max_instances * config.slots_per_instance, now)
         cap = self._speculation_cap(state, prediction, levels)
         keep_at_most = cap if self._guessed_for(now, cap) >= GUESS_KEPT_LAGS * config.interval_s else None
         best, choices, deadline = self._choices(
-            now, levels, pool, leaving, restart, dispatch, origin + full, keep_at_most, rest, prediction
+            now, levels, pool, leaving, restart, dispatch, origin + full, keep_at_most
         )
         floor = 0
         if best.end > deadline:  # late whatever it does: at least a slot for every task still there at the next boot
@@ -206,8 +185,6 @@ class SlowdownPolicy:
         dispatch: DispatchEstimate,
         full_pool_end: float,
         keep_at_most: int | None = None,
-        left: Remaining | None = None,
-        prediction: Prediction | None = None,
     ) -> tuple[_Choice, list[_Choice], float]:
         """The best pool size, every size looked at (at most that many instances for any level), and the deadline.
 
@@ -239,11 +216,7 @@ class SlowdownPolicy:
                     members = [dropped[b.instance_id] if b.instance_id in drop else b for b in base]
                 else:
                     members = [*base, *([new_member] * (size - len(kept)))]
-                if left is not None and prediction is not None and self._sim is not None:
-                    run = self._sim.run(left, _mean_of(prediction), capacity_of(members))
-                    schedule = run.as_levels(now, slots)
-                else:
-                    schedule = model.schedule(levels, now, capacity_of(members), slots, dispatch.level_latency_s)
+                schedule = model.schedule(levels, now, capacity_of(members), slots, dispatch.level_latency_s)
                 plan = plan_instances(members, schedule, billing, now, lag, interval, config.min_instances, lead, True)
                 seen[size] = _Choice(size, schedule.end, plan.cost_units, plan.launch_now, plan.release_now)
             return seen[size]
@@ -261,26 +234,6 @@ class SlowdownPolicy:
                 look(around)
         best = _best(seen.values(), deadline, price, config.target_slowdown)
         return best, [seen[k] for k in sorted(seen)], deadline
-
-    def _simulated_full_pool(
-        self, state: RunState, prediction: Prediction, dispatch: DispatchEstimate, origin: float, now: float
-    ) -> float:
-        """When the full pool, up from the workflow's start, would have ended: the whole DAG simulated from there.
-
-        Finished tasks take their measured occupancy, running ones what they
-        have run plus their predicted remainder, the others their prediction.
-        """
-        wf, config = state.workflow, self.config
-        if self._sim is None or self._sim.workflow is not wf:
-            self._sim = Simulator(wf, dispatch)
-            self._fresh = remaining_of(RunState(wf), 0.0)
-        self._sim.use(dispatch)
-        assert self._fresh is not None
-        fresh = replace(self._fresh, now=origin)
-        elapsed = np.where(state.status == RUNNING_TASK, np.maximum(now - np.nan_to_num(state.start_time), 0.0), 0.0)
-        times = np.where(state.status == DONE, state.occupancy_s, _mean_of(prediction) + elapsed)
-        full = Slots(origin, config.max_instances * config.slots_per_instance)
-        return self._sim.run(fresh, np.nan_to_num(times), [full]).end
 
     def _deadline(self, now: float, full_pool_end: float, fastest_end: float) -> float:
         """When the workflow should end: the full pool's estimated end at target 1, above it a share of what is left.
@@ -449,7 +402,3 @@ class SlowdownPolicy:
         mean = prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
         load = mean[left] + dispatch.gap_per_task(wf.stage_of[left])
         return UpcomingLoad(left, load, np.zeros(left.size), restart, 0)
-
-
-def _mean_of(prediction: Prediction) -> np.ndarray:
-    return prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
