@@ -216,6 +216,8 @@ class Simulator:
                     busy.append((t, -1))
             for k in range(cptr[what], cptr[what + 1]):
                 child = cidx[k]
+                if child not in duration:  # already finished (an event log may say so out of order)
+                    continue
                 n = counts.get(child, int(pending[child])) - 1
                 counts[child] = n
                 if n == 0:
