@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,10 @@ from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig, SteeringConfig
 from wire_daemon.emulated.site import task_times, world_dispatch
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
+from wire_daemon.runtime.replay import replay
+from wire_daemon.runtime.settings import Settings
+from wire_daemon.service.sizing import plan_trace
+from wire_lab.evaluation.runs import SETTINGS, replay_config
 from wire_lab.live_writer import WriterOptions, build_live
 
 STEERING = SteeringConfig()
@@ -162,3 +168,17 @@ def test_the_help_names_the_command(capsys):
     with pytest.raises(SystemExit):
         main(["plan", "--help"])
     assert "TRACE_OR_SUBMIT_DIR" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("scale", [1.0, 100.0])
+def test_plan_before_a_run_lands_within_ten_percent_of_the_emulated_fixed_pool(scale):
+    """The remaining DAG scheduled on the pool, not per-level bounds (those were 30-60 % off here at 16)."""
+    config = replay_config(SETTINGS["paper"], 60.0, scale, 0)
+    settings = Settings(prediction=config.prediction, steering=config.steering, emulation=config.emulation)
+    path = Path(bundled_trace_path())
+    estimates = {e.instances: e.makespan_s for e in plan_trace(path, settings, 16).sizes}
+    workflow = load_trace(path)
+    for n in (1, 4, 16):
+        fixed = replace(config, steering=replace(config.steering, max_instances=n))
+        real = replay(workflow, "full-site", fixed).makespan_s
+        assert estimates[n] == pytest.approx(real, rel=0.10), n

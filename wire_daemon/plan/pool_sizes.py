@@ -1,12 +1,16 @@
-"""Makespan and cost for each pool size, from the level-based model: what ``wire-daemon plan`` prints.
+"""Makespan and cost for each pool size: what ``wire-daemon plan`` prints.
 
 For N instances, the question is: with a pool of N from now on, when would
-the workflow end, and what would the pool cost? The answer is the level-based
-model of ``makespan.py`` (``LevelModel.remaining`` and ``schedule``), on
+the workflow end, and what would the pool cost? ``plan`` answers by
+scheduling the remaining DAG on the pool (``simulate_pool_sizes``, the
+estimator of ``simulate.py``: each task when its parents have ended and a
+slot is free); ``estimate_pool_sizes`` gives the level-based model's answer
+(``makespan.py``: ``LevelModel.remaining`` and ``schedule``) for comparison.
+Both run on
 
 * the task times: the online predictions for the unfinished tasks (expected
-  work, 90th percentile for a level's longest task, as target-slowdown uses
-  them); a task nothing has been measured for (prediction policy 1 or 2)
+  work; the level model also takes the 90th percentile for a level's
+  longest task, as target-slowdown uses it); a task nothing has been measured for (prediction policy 1 or 2)
   gets its known time (a trace's runtime) or the default, less what it has
   already run;
 * the capacity: before the run, N instances up when the workflow starts
@@ -19,12 +23,13 @@ was launched a lag before the start, its boot paid, as the emulated full
 site bills it; during the run, the units from now on).
 
 P50 and P90 come from drawing the task times again and again (Monte Carlo,
-the same draws for every size, so a larger pool is never slower in any
-draw): a task of a stage with at least ``MIN_OBSERVATIONS`` measured
-occupancies draws one of them, scaled by its predicted mean over the
-stage's measured mean (the prediction's input-size shift); a running task
-draws among the measurements longer than what it has run, less that. Every
-other task keeps its predicted mean: it has no spread to draw from.
+the same draws for every size, so sizes are compared on the same times): a
+task of a stage with at least ``MIN_OBSERVATIONS`` measured occupancies
+draws one of them, scaled by its predicted mean over the stage's measured
+mean (the prediction's input-size shift); a running task draws among the
+measurements longer than what it has run, less that. Every other task keeps
+its predicted mean: it has no spread to draw from. The simulation takes
+``SIMULATED_DRAWS`` draws (each costs a schedule per size).
 """
 
 from __future__ import annotations
@@ -37,8 +42,14 @@ import numpy as np
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.run_state import DONE, RUNNING, RunState
 from wire_daemon.plan.makespan import LevelModel, Levels, Slots
+from wire_daemon.plan.simulate import Simulator, remaining_of
 from wire_daemon.ports.prediction import POLICY_NOT_STARTED, POLICY_RUNNING_ONLY, DispatchEstimate, Prediction
 
+SIMULATED_DRAWS = 40  # a simulation costs more than the level model: fewer draws, P50/P90 still settle
+# Task schedules (unfinished tasks x sizes x draws) one plan may spend on its draws; a large workflow gets
+# fewer draws (at least MIN_DRAWS) so that plan stays within seconds.
+DRAW_BUDGET = 50_000_000
+MIN_DRAWS = 5
 MIN_OBSERVATIONS = 3  # measured occupancies a stage needs before its spread is drawn from
 DEFAULT_DRAWS = 200
 
@@ -160,6 +171,40 @@ def estimate_pool_sizes(
             drawn = replace(prediction, remaining_mean_s=times, remaining_p90_s=times)
             runs.append(_ends(model, model.remaining(state, drawn, dispatch), dispatch, sizes, now, terms))
         spread = np.percentile(np.array(runs), [50, 90], axis=0)
+    return _rows(sizes, ends, spread, origin, now, terms)
+
+
+def simulate_pool_sizes(
+    sim: Simulator,
+    state: RunState,
+    prediction: Prediction,
+    sizes: Sequence[int],
+    now: float,
+    terms: PoolTerms,
+    draws: int = SIMULATED_DRAWS,
+    seed: int = 0,
+) -> list[PoolSizeEstimate]:
+    """The simulated makespan and cost for each pool size (``plan/simulate.py``), P50 and P90 as above."""
+    origin = state.first_event_time if state.first_event_time is not None else now
+    left = remaining_of(state, now)
+    mean = prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
+    ends = [sim.run(left, mean, _capacity(n, now, terms)).end for n in sizes]
+    sampler = TaskTimeSampler(state, prediction, now)
+    spread: np.ndarray | None = None
+    if sampler.has_spread and draws > 0:
+        rng = np.random.default_rng(seed)
+        runs = []
+        affordable = DRAW_BUDGET // max(left.tasks.size * len(sizes), 1)
+        for _ in range(min(draws, max(affordable, MIN_DRAWS))):
+            times = sampler.draw(rng)
+            runs.append([sim.run(left, times, _capacity(n, now, terms)).end for n in sizes])
+        spread = np.percentile(np.array(runs), [50, 90], axis=0)
+    return _rows(sizes, ends, spread, origin, now, terms)
+
+
+def _rows(
+    sizes: Sequence[int], ends: Sequence[float], spread: np.ndarray | None, origin: float, now: float, terms: PoolTerms
+) -> list[PoolSizeEstimate]:
     out = []
     for j, n in enumerate(sizes):
         row = PoolSizeEstimate(n, ends[j] - origin, _cost(n, ends[j], now, terms))
@@ -176,16 +221,20 @@ def estimate_pool_sizes(
     return out
 
 
+def _capacity(n: int, now: float, terms: PoolTerms) -> list[Slots]:
+    """N instances: those up now (before the run: all of them) from now, the others a launch lag later."""
+    up = n if terms.up_now is None else min(n, terms.up_now)
+    return [
+        Slots(now, up * terms.slots_per_instance),
+        Slots(now + terms.launch_lag_s, (n - up) * terms.slots_per_instance),
+    ]
+
+
 def _ends(
     model: LevelModel, levels: Levels, dispatch: DispatchEstimate, sizes: Sequence[int], now: float, terms: PoolTerms
 ) -> list[float]:
     slots = terms.slots_per_instance
-    out = []
-    for n in sizes:
-        up = n if terms.up_now is None else min(n, terms.up_now)
-        capacity = [Slots(now, up * slots), Slots(now + terms.launch_lag_s, (n - up) * slots)]
-        out.append(model.schedule(levels, now, capacity, slots, dispatch.level_latency_s).end)
-    return out
+    return [model.schedule(levels, now, _capacity(n, now, terms), slots, dispatch.level_latency_s).end for n in sizes]
 
 
 def _cost(n: int, end: float, now: float, terms: PoolTerms) -> int:

@@ -8,8 +8,9 @@ start into a ``RunState``, and the predictors the default policy
 clock): the distribution predictor for the unfinished tasks' remaining
 occupancy, the dispatch learner for the per-job and per-level latencies.
 Tasks with nothing measured get ``prediction.unknown_task_s`` (a submit dir
-has no runtime hints). The estimate itself is ``plan.pool_sizes``; this
-module reads, composes and prints.
+has no runtime hints). The estimate itself is ``plan.pool_sizes``: the
+remaining DAG scheduled on each pool size (``plan.simulate``); this module
+reads, composes and prints.
 """
 
 from __future__ import annotations
@@ -38,14 +39,18 @@ from wire_daemon.plan.pool_sizes import (
     PoolSizeEstimate,
     PoolTerms,
     estimate_pool_sizes,
+    simulate_pool_sizes,
     with_known_times,
 )
+from wire_daemon.plan.simulate import Simulator
 from wire_daemon.ports.prediction import DispatchEstimate
 from wire_daemon.runtime.settings import Settings
 from wire_daemon.service.inspect import read_events
 from wire_daemon.service.wording import duration
 
 JSON_VERSION = 1
+SIMULATED = "simulated"  # the remaining DAG scheduled on each pool (plan/simulate.py)
+LEVELS = "levels"  # the level-based model (plan/makespan.py)
 
 
 @dataclass
@@ -85,8 +90,13 @@ def plan_input(
     return plan_trace(where, settings, max_instances, price)
 
 
-def plan_trace(path: Path, settings: Settings, max_instances: int, price: float | None = None) -> PlanReport:
-    """Before the run: the trace as the emulated site (emulation settings) would run it, its dispatch included."""
+def plan_trace(
+    path: Path, settings: Settings, max_instances: int, price: float | None = None, estimator: str = SIMULATED
+) -> PlanReport:
+    """Before the run: the trace as the emulated site (emulation settings) would run it, its dispatch included.
+
+    ``estimator``: ``SIMULATED`` (what ``plan`` prints) or ``LEVELS``, the level-based model, for comparison.
+    """
     workflow = load_trace(path)
     state = RunState(workflow)
     known, _ = task_times(workflow, settings.emulation)
@@ -98,7 +108,7 @@ def plan_trace(path: Path, settings: Settings, max_instances: int, price: float 
         "after their parents"
     )
     dispatch = world_dispatch(workflow, settings.emulation)
-    report.sizes = _estimate(state, 0.0, known, settings, max_instances, None, dispatch)
+    report.sizes = _estimate(state, 0.0, known, settings, max_instances, None, dispatch, estimator)
     return report
 
 
@@ -174,6 +184,7 @@ def _estimate(
     max_instances: int,
     up: int | None,
     dispatch: DispatchEstimate | None = None,
+    estimator: str = SIMULATED,
 ) -> list[PoolSizeEstimate]:
     """The predictors the default policy uses, one update at ``now``, then the model per pool size.
 
@@ -190,7 +201,9 @@ def _estimate(
         dispatch = learner.estimate()
     terms = PoolTerms(steering.slots_per_instance, steering.billing, steering.interval_s, up)
     sizes = list(range(1, max_instances + 1))
-    return estimate_pool_sizes(LevelModel(workflow), state, prediction, dispatch, sizes, now, terms)
+    if estimator == LEVELS:
+        return estimate_pool_sizes(LevelModel(workflow), state, prediction, dispatch, sizes, now, terms)
+    return simulate_pool_sizes(Simulator(workflow, dispatch), state, prediction, sizes, now, terms)
 
 
 def _scaled(scale: float) -> str:
