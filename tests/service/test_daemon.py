@@ -98,7 +98,7 @@ def test_run_to_completion_logs_every_decision_and_leaves_status(tmp_path, capsy
 
     assert main(["decisions", "--config", str(config), "--since", "360"]) == 0  # seconds on the loop's clock
     rendered = capsys.readouterr().out.splitlines()
-    assert rendered[0].startswith("+0:06:00 (virtual)  decision (target-slowdown): ")  # virtual times: offsets
+    assert rendered[0].startswith("+0:06:00 (virtual)  pool ")  # virtual times: offsets
     assert len(rendered) == sum(json.loads(line)["time"] >= 360 for line in lines)
 
 

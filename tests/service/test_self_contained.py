@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from wire_daemon.runtime.policies import DEFAULT_POLICY
-
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "data" / "traces"
 SOURCES = (ROOT / "tests" / "data" / "SOURCES.md").read_text()
@@ -90,8 +88,8 @@ def test_the_committed_operator_session_shows_every_command_with_its_output():
         "wire-daemon check-config --probe config.yaml": "probe: every call works",
         "wire-daemon run --config config.yaml 2> run.log &": "",
         "wire-daemon status --config config.yaml": "workflows (1):",
-        # The label is the policy that ran: the default (a session recorded before it changed said "wire").
-        "wire-daemon decisions --config config.yaml --since 5m": f"decision ({DEFAULT_POLICY}): ",
+        # One line a decision; the session runs in dry-run, so each says so.
+        "wire-daemon decisions --config config.yaml --since 5m": "would launch ",
         "wire-daemon plan --config config.yaml": "instances  makespan  units",
         "wire-daemon pause --config config.yaml": "pause: applied by the daemon",
         "wire-daemon hold 3 --config config.yaml": "hold 3: applied by the daemon",

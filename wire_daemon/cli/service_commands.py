@@ -76,6 +76,11 @@ def add_service_commands(sub: Any) -> None:
     )
     decisions.add_argument("--follow", action="store_true", help="keep printing new decisions as they come")
     decisions.add_argument("--json", action="store_true", help="print the records as JSON lines, as logged")
+    decisions.add_argument(
+        "--verbose",
+        action="store_true",
+        help="every figure of each decision: tasks, predicted load, the policy's full rule, its estimates, notes",
+    )
     decisions.set_defaults(handler=_decisions)
 
     report = sub.add_parser(
@@ -350,7 +355,7 @@ def _decisions(args: argparse.Namespace) -> int:
     if not path.exists() and not args.follow:
         raise InputError(str(path), "no decisions log yet (log.decisions_path): the daemon has not decided anything")
     for record in follow_decisions(path, since, args.follow):
-        print(json.dumps(record, sort_keys=True) if args.json else decision_line(record), flush=True)
+        print(json.dumps(record, sort_keys=True) if args.json else decision_line(record, args.verbose), flush=True)
     return 0
 
 

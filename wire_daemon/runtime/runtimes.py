@@ -129,10 +129,13 @@ class EmulatedRuntime:
         if site.memory_on:  # a trace site with memory: the cap is the instance's
             cap = min(s.memory.max_request_mib or s.emulation.instance_memory_mib, s.emulation.instance_memory_mib)
             sizer = memory_sizer(s, state, site, cap)
+        # A dry run launches and terminates nothing on the emulated cloud either: phantoms stand in for
+        # what it would have launched, and the workflow runs on the pool the site started with.
+        cloud: Cloud = DryRunCloud(site, site.now, journal) if s.safety.dry_run else site
         self.loop = assemble_loop(
             s.policy,
             PolicyInputs(state, s.steering, s.prediction, s.policy_options, truth),
-            World(site, site, site, clock=site.now),
+            World(site, cloud, site, clock=site.now),
             memory_mib,
             site,
             LoopOptions(self.control, journal=journal, memory=sizer),

@@ -57,6 +57,7 @@ from wire_daemon.runtime.control import PoolControl
 from wire_daemon.runtime.runtimes import Runtime, build_runtime
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
+from wire_daemon.service.load_change import LoadWatch
 from wire_daemon.service.metrics import Metrics
 from wire_daemon.service.safe_state import RUNNING_STATUS, CrashWatch
 from wire_daemon.service.state_room import open_state
@@ -77,7 +78,7 @@ from wire_daemon.service.status import (
 )
 from wire_daemon.service.systemd_notify import notify
 from wire_daemon.service.watchdog import IterationAbandoned, IterationWatchdog, stuck_bound
-from wire_daemon.service.wording import decision_words, offset
+from wire_daemon.service.wording import decision_details, decision_words, offset
 
 log = logging.getLogger(__name__)
 CONTROL_POLL_S = 1.0  # how often a sleeping daemon looks for an operator's command
@@ -154,6 +155,7 @@ class Daemon:
         self.iterations = 0
         self.overruns = 0
         self.last_record: dict[str, Any] | None = None
+        self.load_watch = LoadWatch()
         # Before the runtime: an unwritable log is refused before any cloud call.
         self.decisions = DecisionsLog(
             Path(settings.log.decisions_path),
@@ -170,6 +172,7 @@ class Daemon:
         if not self.settings.metrics.enabled:
             return None
         metrics = Metrics()
+        metrics.dry_run = self.settings.safety.dry_run
         port = metrics.serve(self.settings.metrics.address, self.settings.metrics.port)
         self.journal.subscribe(metrics)
         log.info("metrics at http://%s:%d/metrics", self.settings.metrics.address, port)
@@ -260,6 +263,8 @@ class Daemon:
             )
             return
         self.settings = candidate
+        if self.metrics is not None:
+            self.metrics.dry_run = candidate.safety.dry_run
         self.watch.settings = candidate.safe_state
         self.watchdog.stuck_after_s = stuck_bound(candidate.steering.interval_s)
         safety = self.settings.safety
@@ -435,6 +440,9 @@ class Daemon:
         record.cost_units = self.runtime.cost_units(now)
         record.cost_money = self.runtime.bill(now).total
         record.notices = self.notices.take()
+        record.dry_run = self.settings.safety.dry_run
+        prediction = self.loop.last_plan.prediction if self.loop.last_plan else None
+        record.load_change = self.load_watch.explain(record.upcoming_load_s, stage_statuses(self.state, prediction))
         self.journal.publish(record)
         entry = record.to_json()
         self.last_record = entry
@@ -443,7 +451,7 @@ class Daemon:
         if adopted:
             log.info("adopted %d instance(s) the cloud lists as this pool's: %s", len(adopted), ", ".join(adopted))
         if self.runtime.virtual_clock:
-            log.info("at %s %s", offset(now), decision_words(entry))
+            log.info("at %s %s", offset(now).removesuffix(" (virtual)"), decision_words(entry))
         else:
             log.info("%s", decision_words(entry))
         self._write_status(now, entry)
@@ -582,7 +590,7 @@ class Daemon:
             else remaining_estimate(
                 self.state, prediction, int(entry.get("pool") or 0), self.settings.steering.slots_per_instance
             ),
-            dry_run=self.settings.safety.dry_run if self.settings.site.kind == "condor" else None,
+            dry_run=self.settings.safety.dry_run,
             safe_state=SafeStateStatus.from_json(self.watch.to_json()),
             stopped=stopped,
         )
@@ -613,6 +621,7 @@ def _last_decision(entry: dict[str, Any]) -> LastDecision:
         released=list(entry.get("released", [])),
         rule=entry.get("rule", ""),
         words=decision_words(entry),
+        details=decision_details(entry) if entry.get("event") is None else "",
     )
 
 

@@ -12,8 +12,8 @@ from wire_daemon.service.wording import when as time_of
 
 def render_status(report: StatusReport, now: float | None = None) -> str:
     now = time.time() if now is None else now
-    lines = [_daemon_line(report, now)] + _safe_state_lines(report)
     snapshot = report.snapshot
+    lines = _dry_run_lines(snapshot) + [_daemon_line(report, now)] + _safe_state_lines(report)
     if report.daemon == "never ran" or snapshot is None:
         return "\n".join(lines + ["no decision yet"])
     virtual = snapshot.virtual
@@ -38,6 +38,8 @@ def render_status(report: StatusReport, now: float | None = None) -> str:
     if last is not None:
         stamp = time_of(last.time, virtual) if last.time is not None else "?"
         lines.append(f"last decision ({stamp}): {last.words or last.rule}")
+        if last.details:
+            lines.append(f"  details: {last.details}")
     lines += _pool_lines(snapshot, virtual)
     lines.append(_cost_line(snapshot))
     remaining = snapshot.remaining_makespan_estimate_s
@@ -51,14 +53,19 @@ def _daemon_line(report: StatusReport, now: float) -> str:
     beat = report.last_heartbeat_wall
     if beat is not None:
         line += f"; last heartbeat {wall_time(beat)} ({ago(now - beat)})"
-    if report.snapshot is not None and report.snapshot.dry_run:
-        line += "; DRY-RUN: no cloud call is made"
     stopped = report.stopped
     if report.daemon == "down" and stopped is not None:
         line += f"\nstopped {wall_time(stopped.wall) if stopped.wall else ''}: {stopped.reason}"
         if stopped.finished:
             line += " (the figures below are final)"
     return line
+
+
+def _dry_run_lines(snapshot: StatusSnapshot | None) -> list[str]:
+    """At the top, before anything else: a dry run changes nothing, whatever the lines below say."""
+    if snapshot is None or not snapshot.dry_run:
+        return []
+    return ["DRY-RUN: no cloud call is made; the launches and terminations below are what it would have done"]
 
 
 def _safe_state_lines(report: StatusReport) -> list[str]:
