@@ -83,9 +83,9 @@ def test_run_to_completion_logs_every_decision_and_leaves_status(tmp_path, capsy
     daemon = Daemon(load_settings(config), str(config))
     assert daemon.run() == 0
     lines = (tmp_path / "decisions.jsonl").read_text().splitlines()
-    assert len(lines) == daemon.iterations + 1 > 4  # and the run's last line: why it stopped
-    assert json.loads(lines[-1])["event"] == "shutdown"
-    first = json.loads(lines[0])
+    assert len(lines) == daemon.iterations + 2 > 5  # the run's header first, and its last line: why it stopped
+    assert json.loads(lines[0])["event"] == "run" and json.loads(lines[-1])["event"] == "shutdown"
+    first = json.loads(lines[1])
     assert {"time", "target", "pool", "rule", "cost_units", "launched", "released"} <= set(first)
 
     assert main(["status", "--config", str(config), "--json"]) == 0

@@ -28,7 +28,8 @@ def _records(path: Path) -> list[dict]:
 def test_decisions_go_to_the_log_file_only_not_to_the_state_file(tmp_path):
     config = emulated_config(tmp_path)
     assert Daemon(load_settings(config), str(config)).run(max_iterations=3) == 0
-    assert len(_records(tmp_path / "decisions.jsonl")) == 4  # three decisions and the shutdown record
+    records = _records(tmp_path / "decisions.jsonl")
+    assert len(records) == 5 and records[0]["event"] == "run"  # the run's header, three decisions, its end
     db = sqlite3.connect(tmp_path / "state.sqlite")
     tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     db.close()

@@ -60,7 +60,9 @@ from wire_daemon.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 
-Sleep = Callable[[float], None]
+# Sleeps up to the seconds given; a sleep that can be cut short (by a signal or an operator's command)
+# returns True when it was, so that a virtual clock moves only as far as the wall clock did.
+Sleep = Callable[[float], bool | None]
 FINISHED_KEPT = 20  # finished workflows that status still lists
 
 
@@ -145,9 +147,14 @@ class EmulatedRuntime:
         return self.site.now()
 
     def sleep_until(self, when: float) -> None:
-        delay = (when - self.site.now()) / self.speedup
+        """Sleep the wall time ``when`` is away, then run the world to it; a sleep cut short (an operator's
+        command, a signal) runs the world only as far as the wall clock went: a command moves no virtual time."""
+        start = self.site.now()
+        delay = (when - start) / self.speedup
         if delay > 0:
-            self.sleep(delay)
+            began = time.monotonic()
+            if self.sleep(delay):
+                when = min(when, start + (time.monotonic() - began) * self.speedup)
         self.site.advance_to(when)
 
     @property

@@ -155,6 +155,9 @@ class Daemon:
         self.iterations = 0
         self.overruns = 0
         self.last_record: dict[str, Any] | None = None
+        # This run's id in the decisions log and the state file: its number among the state file's runs.
+        runs = self.store.get_meta("run_number") or ""
+        self.run_id = str(int(runs) + 1 if runs.isdigit() else 1)
         self.load_watch = LoadWatch()
         # Before the runtime: an unwritable log is refused before any cloud call.
         self.decisions = DecisionsLog(
@@ -179,7 +182,17 @@ class Daemon:
         return metrics
 
     def _restore_control(self) -> None:
-        """The operator's mode survives a restart (it lives in the state file)."""
+        """The operator's mode survives a restart (it lives in the state file), on a real site.
+
+        On the emulated site each run replays the workflow from its start: a
+        mode or a command given to an earlier run ended with it, and is not
+        carried into this one (commands given before the first run are kept).
+        """
+        if self.settings.site.kind == "emulated" and self.store.get_meta("started") is not None:
+            for request in self.store.pending_controls():
+                self.store.mark_control_applied(request.seq, "refused: given to an emulated run that had stopped")
+            self._save_control()  # this run starts in the automatic mode
+            return
         saved = self.store.get_meta("control")
         if saved:
             restored = PoolControl.from_json(json.loads(saved))
@@ -201,8 +214,11 @@ class Daemon:
     def state(self) -> RunState:
         return self.runtime.loop.state
 
-    def _interruptible_sleep(self, seconds: float) -> None:
-        """Sleep; wake within a fraction of a second of SIGTERM or SIGHUP, within a second of an operator's command."""
+    def _interruptible_sleep(self, seconds: float) -> bool:
+        """Sleep; wake within a fraction of a second of SIGTERM or SIGHUP, within a second of an operator's command.
+
+        True when woken before ``seconds`` were up: the emulated site's virtual clock then moves only as far.
+        """
         deadline = time.monotonic() + seconds
         look_at = time.monotonic()
         while (
@@ -213,8 +229,9 @@ class Daemon:
                 look_at = time.monotonic() + CONTROL_POLL_S
                 if self.store.has_pending_controls():
                     self.controls_waiting = True
-                    return
+                    return True
             time.sleep(min(left, 0.2))
+        return deadline - time.monotonic() > 0
 
     # -- signals -----------------------------------------------------------------
 
@@ -284,6 +301,8 @@ class Daemon:
         self.store.set_meta("pid", str(os.getpid()))
         self.store.set_meta("started", json.dumps({"wall": time.time(), "pid": os.getpid()}))
         self._log_start()
+        self.decisions.append(self._run_header())
+        self.store.set_meta("run_number", self.run_id)
         interval = self.settings.steering.interval_s
         times = iteration_times(self.runtime.now(), interval)
         next_at = next(times)
@@ -350,6 +369,25 @@ class Daemon:
         control = self.runtime.control
         if control.mode != "auto":
             log.info("operator's mode kept from before the restart: %s", control.describe())
+
+    def _run_header(self) -> dict[str, Any]:
+        """The decisions log's first record of this run: which run, where, with what; readers split runs at it."""
+        s = self.settings
+        if s.site.kind == "condor":
+            site = f"submit host {s.site.submit_root}, cloud {s.cloud.kind} pool {s.cloud.pool}"
+        else:
+            site = f"emulated site replaying {self.state.workflow.name} at {s.site.speedup:g}x"
+        config = str(Path(self.config_path).resolve()) if self.config_path else None
+        return {
+            "time": self.runtime.now(),
+            "event": "run",
+            "run": self.run_id,
+            "site": site,
+            "policy": s.policy,
+            "config": config,
+            "dry_run": s.safety.dry_run,
+            "pid": os.getpid(),
+        }
 
     def _apply_controls(self) -> bool:
         """Carry out the operator's pending commands, in order; True if one changes the pool now."""
