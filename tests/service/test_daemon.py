@@ -151,7 +151,8 @@ def test_sighup_with_a_broken_file_keeps_the_old_settings(tmp_path, caplog):
 def test_the_submit_host_example_checks_out_cloud_sections_included(tmp_path, capsys):
     example = EXAMPLE.with_name("submit-host.example.yaml")
     here = tmp_path / "config.yaml"  # the submit root must exist: this host's stands in for /home/pegasus/submit
-    here.write_text(example.read_text().replace("/home/pegasus/submit", str(tmp_path)))
+    text = example.read_text().replace("/home/pegasus/submit", str(tmp_path))
+    here.write_text(text.replace("/var/lib/wire-daemon", str(tmp_path)).replace("/var/log/wire-daemon", str(tmp_path)))
     assert main(["check-config", str(here)]) == 0
     settings = load_settings(example)
     assert settings.site.kind == "condor" and settings.cloud.kind == "ec2" and settings.safety.dry_run

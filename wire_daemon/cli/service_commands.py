@@ -23,6 +23,7 @@ from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.secrets import redact
 from wire_daemon.persist.store import StateStore, no_room
 from wire_daemon.runtime.settings import Settings, as_file, check_paths, load_settings
+from wire_daemon.service.config_check import check_run_needs, run_warnings
 from wire_daemon.service.decisions_log import Run, select_run
 from wire_daemon.service.status import StatusReport, open_state_file, read_status
 from wire_daemon.service.status_text import render_status
@@ -161,7 +162,10 @@ def _check_config(args: argparse.Namespace) -> int:
         driver_config(settings)
         user_data(settings)
     check_paths(settings)
+    check_run_needs(settings)
     print(f"{args.config}: OK")
+    for warning in run_warnings(settings):
+        print(f"WARNING: {warning}", file=sys.stderr)
     print(json.dumps(redacted(as_file(settings)), indent=2, sort_keys=True, default=str))
     if args.probe:
         return _probe(settings)
