@@ -12,6 +12,7 @@ import argparse
 import getpass
 import json
 import os
+import re
 import sqlite3
 import sys
 import time
@@ -192,6 +193,12 @@ def _probe(settings: Settings) -> int:
     spec = provider(settings.cloud.kind)
     print(f"probe: {settings.cloud.kind}, pool {settings.cloud.pool}, read-only calls with the configured credentials")
     checks = spec.probe_function()(config, Ownership(settings.cloud.pool, daemon_id), token)
+    same = {(c.outcome, c.detail) for c in checks}
+    if len(checks) > 1 and len(same) == 1 and not checks[0].ok:  # one cause, said once: not once per call
+        outcome, detail = same.pop()
+        word = "no credentials" if _NO_CREDENTIALS.search(detail) else outcome
+        print(f"probe: {word}: {detail} (every one of the {len(checks)} calls)")
+        return 1
     for check in checks:
         print(f"  {check.line()}" + ("" if check.needed_by == "the daemon" else f" [needed by {check.needed_by}]"))
     failed = [c for c in checks if c.outcome not in ("works", "not probed")]
@@ -204,6 +211,9 @@ def _probe(settings: Settings) -> int:
         + (f", {len(needed)} of them needed by the daemon itself" if needed else "")
     )
     return 1
+
+
+_NO_CREDENTIALS = re.compile(r"(?i)NoCredentials|unable to locate credentials|no credentials|missing credentials")
 
 
 def _daemon_id(settings: Settings) -> str:
