@@ -347,10 +347,11 @@ class Daemon:
             name = self.state.workflow.name
             site = f"emulated site replaying {name} at {s.site.speedup:g}x (times below are virtual offsets)"
         log.info(
-            "wire-daemon %s started (pid %d): %s; policy %s, interval %g s, %d slots per instance, "
+            "wire-daemon %s started (pid %d), run %s: %s; policy %s, interval %g s, %d slots per instance, "
             "max %d instances, dry-run %s",
             _version(),
             os.getpid(),
+            self.run_id,
             site,
             s.policy,
             s.steering.interval_s,

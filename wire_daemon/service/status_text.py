@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from wire_daemon.ports.prediction import POLICY_RUNNING_ONLY
 from wire_daemon.service.status import PoolInstance, StatusReport, StatusSnapshot
 from wire_daemon.service.wording import ago, duration
 from wire_daemon.service.wording import wall as wall_time
@@ -152,7 +153,10 @@ def _stage_lines(snapshot: StatusSnapshot) -> list[str]:
         return []
     lines = ["stages:"]
     for s in snapshot.stages:
-        if s.predicted_occupancy_s is not None:
+        if s.predicted_occupancy_s is not None and s.prediction_policy == POLICY_RUNNING_ONLY:
+            # Nothing of the stage finished: its tasks take at least as long as the longest has run so far.
+            predicted = f"  at least {s.predicted_occupancy_s:>6.1f} s (running, none finished yet)"
+        elif s.predicted_occupancy_s is not None:
             predicted = f"  predicted {s.predicted_occupancy_s:>7.1f} s (policy {s.prediction_policy})"
         else:
             predicted = "  not started: no prediction yet" if s.prediction_policy == 1 else ""
