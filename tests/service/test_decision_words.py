@@ -137,8 +137,8 @@ def test_status_json_gives_a_real_boolean_for_dry_run_on_every_site(tmp_path, ca
 
 
 def test_a_stage_running_with_none_finished_is_not_predicted_0_s():
-    from wire_daemon.service.status_text import _stage_lines
     from wire_daemon.service.status import StatusSnapshot
+    from wire_daemon.service.status_text import _stage_lines
 
     snapshot = StatusSnapshot(time=0.0, stages=[StageStatus("mProject", 21, 0, 16, 5, 0, 0.0, 2)])
     (line,) = _stage_lines(snapshot)[1:]
