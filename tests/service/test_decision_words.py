@@ -143,3 +143,8 @@ def test_a_stage_running_with_none_finished_is_not_predicted_0_s():
     snapshot = StatusSnapshot(time=0.0, stages=[StageStatus("mProject", 21, 0, 16, 5, 0, 0.0, 2)])
     (line,) = _stage_lines(snapshot)[1:]
     assert "at least    0.0 s (running, none finished yet)" in line and "predicted" not in line
+
+
+def test_a_dry_run_s_shutdown_says_what_it_would_have_terminated():
+    record = {"event": "shutdown", "reason": "the workflow finished", "terminated": ["dry-run-0001"], "dry_run": True}
+    assert "would have terminated dry-run-0001" in decision_words(record)

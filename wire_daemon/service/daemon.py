@@ -547,7 +547,13 @@ class Daemon:
             "stopped: %s, after %d decision(s); %s; cost %d unit(s) in all",
             reason,
             self.iterations,
-            f"instances left up: {', '.join(left)}" if left else "no instance left up",
+            (
+                f"phantom instances of the dry run (none launched): {', '.join(left)}"
+                if self.settings.safety.dry_run
+                else f"instances left up: {', '.join(left)}"
+            )
+            if left
+            else "no instance left up",
             record.cost_units,
         )
         self.watch.record_clean_stop()
@@ -583,6 +589,7 @@ class Daemon:
             running=state.count(TaskStatus.RUNNING),
             idle=state.count(TaskStatus.IDLE),
             pool=len(self.runtime.instances()),
+            dry_run=self.settings.safety.dry_run,
         )
         self.journal.publish(record)
         return record

@@ -51,6 +51,7 @@ class ShutdownRecord:
     running: int | None = None
     idle: int | None = None
     pool: int | None = None  # instances left up
+    dry_run: bool = False  # the terminations are what a dry run would have made
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {
@@ -66,6 +67,8 @@ class ShutdownRecord:
         for key in ("done", "running", "idle", "pool"):
             if getattr(self, key) is not None:
                 record[key] = getattr(self, key)
+        if self.dry_run:
+            record["dry_run"] = True
         return record
 
 
