@@ -89,14 +89,14 @@ def test_a_large_move_of_the_predicted_load_says_why():
     watch = LoadWatch()
     assert watch.explain(3984.0, [_stage("m/mProject", 0, 16, 21, 41.7), _stage("m/mDiffFit", 0, 0, 45, None)]) == ""
     moved = watch.explain(14400.0, [_stage("m/mProject", 5, 16, 21, 312.0), _stage("m/mDiffFit", 0, 0, 45, None)])
-    assert moved == "load 66.4 min -> 4.0 h: first mProject tasks took 5.2 min, 42 s predicted"
+    assert moved == "mProject took 5.2 min, not 42 s: load 66 min -> 4.0 h"
     small = watch.explain(14000.0, [_stage("m/mProject", 6, 15, 21, 312.0), _stage("m/mDiffFit", 0, 0, 45, None)])
     assert small == ""  # a small move says nothing
     quiet = LONG | {"pool": 6, "target": 6, "launched": [], "rule": "hold; deadline in 1874 s", "load_change": moved}
     assert decision_words(quiet) == f"pool stays at 6: no change needed; {moved}; cost 6 unit(s), 1.50"
     busy = LONG | {"load_change": moved}  # with launches too: still one line, the reason before the note
     words = decision_words(busy)
-    assert len(words) <= DECISION_WORDS_MAX and "grow: 5 for the tasks still queued" in words and "; load " in words
+    assert len(words) <= DECISION_WORDS_MAX and "grow: 5 for the tasks still queued" in words and "mProject took" in words
 
 
 def test_a_dry_run_counts_no_launch_and_no_release():

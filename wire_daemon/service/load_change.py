@@ -36,12 +36,28 @@ class LoadWatch:
         self._stages: dict[str, _Stage] = {}
 
     def explain(self, load_s: float, stages: Sequence[StageStatus]) -> str:
-        """``"load 66 min -> 4.0 h: mProject measured at 12.0 min a task (was 3.0 min)"``, or "" for no swing."""
+        """``"mProject took 5.2 min, not 42 s: load 66 min -> 4.0 h"``, or "" when the load did not swing."""
         now = {s.stage: _Stage(s.done, s.running, s.tasks - s.done, s.predicted_occupancy_s) for s in stages}
         before, self._load, previous, self._stages = self._load, load_s, self._stages, now
         if before is None or not _swings(before, load_s):
             return ""
-        return f"load {duration(before)} -> {duration(load_s)}: {_cause(previous, now, load_s > before)}"
+        return f"{_cause(previous, now, load_s > before)}: load {_span(before, load_s)}"
+
+
+def _span(before: float, after: float) -> str:
+    """``66 min -> 4.0 h``; ``97 -> 6 min`` when both are in the same unit."""
+    old, new = _short(before), _short(after)
+    old_n, _, old_unit = old.partition(" ")
+    new_n, _, new_unit = new.partition(" ")
+    return f"{old_n} -> {new}" if old_unit == new_unit else f"{old} -> {new}"
+
+
+def _short(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _swings(before: float, after: float) -> bool:
@@ -90,17 +106,15 @@ def _what(name: str, old: _Stage, new: _Stage) -> str:
     each = duration(new.each_s) if new.each_s is not None else ""
     was = duration(old.each_s) if old.each_s else ""
     if new.unfinished == 0 < old.unfinished:
-        return f"the last {old.unfinished} {name} task(s) finished"
+        return f"the last {old.unfinished} {name} task(s) done"
     if _first_measured(old, new):
-        if not each:
-            return f"first {name} tasks done"
-        return f"first {name} tasks took {each}" + (f", {was} predicted" if was else "")
+        return f"{name} took {each}" + (f", not {was}" if was else "") if each else f"first {name} tasks done"
     if _began(old, new):
-        return f"{name} began" + (f", {each} a task" if each else "")
+        return f"{name} began" + (f" ({each} a task)" if each else "")
     if new.each_s is not None and old.each_s and new.done == old.done and new.each_s > old.each_s:
-        return f"{name} tasks ran long: {each} a task, was {was}"
+        return f"{name} running long ({each}, was {was})"
     if new.done > old.done:
-        return f"{new.done - old.done} {name} task(s) finished" + (f", now {each} a task" if each else "")
+        return f"{new.done - old.done} {name} task(s) done" + (f", now {each} a task" if each else "")
     if each and not was:
-        return f"{name} first predicted at {each} a task"
-    return f"{name} now {each or 'unpredicted'} a task" + (f", was {was}" if was else "")
+        return f"{name} predicted at {each}"
+    return f"{name} now {each or 'unpredicted'}" + (f", was {was}" if was else "")

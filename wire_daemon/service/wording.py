@@ -175,7 +175,7 @@ def estimate_words(r: dict[str, Any]) -> str:
 # (runtime/control.py), with the policy's own decision after "(the policy wanted N".
 _OVERRIDES = ("held at ", "paused by the operator", "drain-all by the operator", "terminate-all by", "safe state")
 _POLICY_WANTED = re.compile(r"\s*\(the policy wanted (\d+)")
-REASON_MIN = 45  # a reason is cut to no fewer characters than this while something else can give way
+REASON_MIN = 48  # a reason is cut to no fewer characters than this while something else can give way
 DECISION_WORDS_MAX = 138  # one decision in at most this many characters; with its time, at most 160
 
 
@@ -192,6 +192,10 @@ def main_reason(rule: str) -> str:
         head = rule[: wanted.start()].removesuffix(": no change")
         return f"{head}; the policy would have {wanted.group(1)}"
     head = rule.split("; ")[0].strip()
+    if head.startswith("drain-all by the operator"):
+        return "drain-all by the operator: each instance ends with its paid unit"
+    if head.startswith("terminate-all by the operator"):
+        return "terminate-all by the operator"
     if head == "hold":
         return "no change needed"
     return head or "no rule given"
@@ -209,7 +213,14 @@ def _actions(r: dict[str, Any], ids: bool = True) -> list[str]:
         ("released", "would release" if would else "releasing"),
         ("terminated", "would terminate" if would else "terminated"),
     )
-    return [f"{verb} {len(r[key])}" + (f" ({_short_ids(r[key])})" if ids else "") for key, verb in verbs if r.get(key)]
+    shown = {key: list(r.get(key) or []) for key, _ in verbs}
+    if shown["terminated"] and set(shown["released"]) <= set(shown["terminated"]):
+        shown["released"] = []  # released and terminated at once (terminate-all): said once
+    return [
+        f"{verb} {len(shown[key])}" + (f" ({_short_ids(shown[key])})" if ids else "")
+        for key, verb in verbs
+        if shown[key]
+    ]
 
 
 def _change(r: dict[str, Any], acted: bool) -> str:
