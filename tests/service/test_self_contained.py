@@ -94,7 +94,7 @@ def test_the_committed_operator_session_shows_every_command_with_its_output():
         "wire-daemon pause --config config.yaml": "pause: applied by the daemon",
         "wire-daemon hold 3 --config config.yaml": "hold 3: applied by the daemon",
         "wire-daemon resume --config config.yaml": "resume: applied by the daemon",
-        "wire-daemon drain-all --config config.yaml": "drain-all: applied by the daemon",
+        "wire-daemon drain-all --config config.yaml": "drain-all: done by the daemon",
         "wire-daemon report --config config.yaml --out report.png": "wrote report.png (",
     }
     for command, output in wanted.items():
