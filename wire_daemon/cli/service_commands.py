@@ -373,12 +373,12 @@ def _report(args: argparse.Namespace) -> int:
     out = check_output(Path(args.out))
     path = Path(args.decisions_log) if args.decisions_log else Path(load_settings(args.config).log.decisions_path)
     run = select_run(load_decisions(path, rotated=bool(args.config)), args.run, str(path))
-    assert run is not None  # load_decisions refuses a log without a decision
-    records = run.records
-    title = args.title or _run_title(run, path)
+    records = run.records if run is not None else []  # none: render_report says the log has no decision
+    title = args.title or (_run_title(run, path) if run is not None else path.name)
     written = render_report(records, out, title, source=path)
     drawn = sum(1 for r in records if r.get("event") is None)
-    print(f"wrote {written} ({drawn} decisions{'' if run.header is None else f' of run {run.run_id}'})")
+    of_run = f" of run {run.run_id}" if run is not None and run.header is not None else ""
+    print(f"wrote {written} ({drawn} decisions{of_run})")
     return 0
 
 
