@@ -42,8 +42,14 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from Pegasus import yaml
-from Pegasus.api import OS, Arch, Directory, FileServer, Operation, Site, SiteCatalog
+try:
+    from Pegasus import yaml
+    from Pegasus.api import OS, Arch, Directory, FileServer, Operation, Site, SiteCatalog
+except ImportError:  # one line naming what to install, not a traceback
+    sys.exit(
+        "make_sites.py needs Pegasus.api: pip install 'wire-daemon[pegasus]' (or pegasus-wms.api>=5.0), "
+        "or run it with the Python of your Pegasus 5 install"
+    )
 
 POOL_NAME = re.compile(r"^[A-Za-z0-9._:@-]+$")  # safe inside a ClassAd string, as the daemon requires
 DEFAULT_POOL = "wire-pool"  # the daemon's cloud.pool default

@@ -14,8 +14,21 @@ transcript shows exactly what it printed:
 3. ``run`` in dry-run on a submit root where a live-writing emulated submit
    host writes a Pegasus submit directory as the bundled Montage workflow
    runs on a static pool (wire_lab/live_writer.py);
-4. ``status``, ``decisions --since 5m``, ``plan``, ``pause``, ``hold 3``,
-   ``status``, ``resume``, ``drain-all``, ``decisions``, ``report``, and the stop.
+4. ``pause`` before the first start (kept for the first run), then
+   ``resume``, ``status``, ``decisions --since 5m``, ``plan`` (of a submit
+   dir, and of the running daemon's workflows with ``--config`` alone),
+   ``pause``, ``hold 3``, ``status``, ``resume``, ``drain-all``,
+   ``terminate-all --yes``, ``decisions`` (one line each, then
+   ``--verbose``), ``status --json``, ``report``, and the stop; all in
+   dry-run, so every launch and termination reads "would ...".
+
+The session fails (exit 1, naming the command) on any traceback in any
+output, the daemon's log included, and on a decision line longer than
+``DECISION_LINE_MAX`` characters.
+
+Not in it: the daemon started before Condor (``condor.control: htcondor``
+against a schedd that is not running). This host runs no HTCondor, so the
+session shows only what ``check-config`` says of such a config (a warning).
 
 The only edit to the output: the session directory's absolute path is
 shown as ``$SESSION`` (the commands run inside it with relative paths).
@@ -48,6 +61,8 @@ HTCONDOR_SERIES = "24.0"  # the series of the HTCondor the session's submit host
 INTERVAL_S = 10
 CHARGING_UNIT_S = 120
 PLAN_AFTER_TASKS = 8  # `plan` runs once this many tasks have finished: measured stages give P50 and P90
+DECISION_LINE_MAX = 160  # one decision, its time included, in at most this many characters
+TRACEBACK = "Traceback (most recent call last)"
 WORLD = EmulationConfig(
     boot_lag_s=5.0, negotiation_interval_s=1.0, submit_delay_s=0.5, time_scale=4.0, initial_instances=4
 )
@@ -121,6 +136,24 @@ class Session:
             self.lines.append(self._clean(output))
         if check and done.returncode != 0:
             raise SystemExit(f"session: {command!r} failed ({done.returncode}):\n{output}")
+        self.no_traceback(command, output)
+        return output
+
+    def no_traceback(self, what: str, output: str) -> None:
+        """Every output is read by a person: a traceback in any of them fails the session."""
+        if TRACEBACK in output:
+            self.write()
+            raise SystemExit(f"session: a traceback in the output of {what!r}:\n{output}")
+
+    def decisions(self, command: str) -> str:
+        """Run a ``decisions`` command; each decision it prints must be one line of at most DECISION_LINE_MAX."""
+        output = self.run(command)
+        long = [line for line in output.splitlines() if len(line) > DECISION_LINE_MAX]
+        if long:
+            self.write()
+            raise SystemExit(
+                f"session: {command!r} printed lines over {DECISION_LINE_MAX} characters:\n" + "\n".join(long)
+            )
         return output
 
     def _clean(self, text: str) -> str:
@@ -233,6 +266,19 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
         CONFIG.format(endpoint=endpoint, unit=CHARGING_UNIT_S, interval=INTERVAL_S, **ids)
     )
     s.run("wire-daemon check-config --probe config.yaml | sed -n '1p;/^probe/,$p'", check=False)
+    s.note(
+        "The same config with HTCondor control on, as on a real submit host: no schedd runs here, which\n"
+        "check-config says as a warning (Condor may start after the daemon)."
+    )
+    (s.dir / "config-condor.yaml").write_text(
+        CONFIG.format(endpoint=endpoint, unit=CHARGING_UNIT_S, interval=INTERVAL_S, **ids).replace(
+            'control: "off"            # no schedd here: boosts and drains are logged, not made',
+            "control: htcondor",
+        )
+    )
+    s.run("wire-daemon check-config config-condor.yaml 2>&1 >/dev/null | cut -c1-160")
+    s.note("Paused before the first start: the command waits in the state file for the first run.")
+    s.run("wire-daemon pause --config config.yaml  # before the daemon's first start")
 
     s.note(
         "3. A workflow starts under the submit root (a live-writing emulated Pegasus submit host runs\n"
@@ -253,11 +299,13 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
     s.note(
         "The WARNING lines: the workflow runs on a static pool the daemon did not launch, and the monitor\n"
         "says so once per worker. (No HTCondor is installed where this was recorded: hence the bindings'\n"
-        "warning about CONDOR_CONFIG, which a submit host has.)\n"
-        "4. Watch it."
+        "warning about CONDOR_CONFIG, which a submit host has.) It started paused, as asked.\n"
+        "4. Let the policy decide, and watch it."
     )
+    s.run("wire-daemon resume --config config.yaml")
+    time.sleep(2 * INTERVAL_S)
     s.run("wire-daemon status --config config.yaml")
-    s.run("wire-daemon decisions --config config.yaml --since 5m")
+    s.decisions("wire-daemon decisions --config config.yaml --since 5m")
     wait_for(lambda: live.site.n_done >= PLAN_AFTER_TASKS, timeout=180)
     s.note(
         f"Once {PLAN_AFTER_TASKS} tasks have finished: what would each pool size take from now, and cost?\n"
@@ -265,6 +313,8 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
         "the bindings' CONDOR_CONFIG warning again: plan reads the job event log with them)"
     )
     s.run("wire-daemon plan --config config.yaml --wall-clock submit/montage-run0001")
+    s.note("With --config alone, plan takes the workflows the running daemon follows (from its state file).")
+    s.run("wire-daemon plan --config config.yaml | head -n 3")
 
     s.note("5. Steer it by hand: every command goes through the state file and the running daemon.")
     s.run("wire-daemon pause --config config.yaml")
@@ -277,8 +327,13 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
     time.sleep(INTERVAL_S + 1)
     s.run("wire-daemon drain-all --config config.yaml")
     time.sleep(3)
-    s.run("wire-daemon decisions --config config.yaml --since 2m")
+    s.run("wire-daemon terminate-all --yes --config config.yaml")
+    time.sleep(3)
+    s.decisions("wire-daemon decisions --config config.yaml --since 2m")
+    s.note("Every figure of the last decision: tasks, predicted load, the policy's rule and estimates, notes.")
+    s.run("wire-daemon decisions --config config.yaml --verbose | tail -n 1 | fold -s -w 120")
     s.run("wire-daemon status --config config.yaml | head -n 12")
+    s.run("wire-daemon status --config config.yaml --json | grep -E '\"(dry_run|words)\"'")
 
     s.note("6. The timeline, on a UTC axis; then stop the daemon (the instances would stay up).")
     s.run("wire-daemon report --config config.yaml --out report.png")
@@ -286,6 +341,7 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
     daemon.wait(timeout=120)
     s.lines.append(f"$ kill -TERM {daemon.pid}")
     s.run("tail -n 3 run.log")
+    s.no_traceback("wire-daemon run (its whole log)", (s.dir / "run.log").read_text())
     s.run("wire-daemon status --config config.yaml | head -n 4")
 
 

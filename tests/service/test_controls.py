@@ -46,6 +46,21 @@ log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
     return path
 
 
+def _real_site_config(tmp_path: Path) -> Path:
+    """A submit host's config on the same state file: its commands wait for the daemon's next start."""
+    (tmp_path / "submit").mkdir(exist_ok=True)
+    path = tmp_path / "real.yaml"
+    path.write_text(
+        f"""
+site: {{kind: condor, submit_root: {tmp_path / "submit"}}}
+cloud: {{kind: ec2}}
+state_path: {tmp_path / "state.sqlite"}
+log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
+"""
+    )
+    return path
+
+
 class Stepper:
     """Drive a Daemon one interval at a time, as its run loop does, without sleeping."""
 
@@ -238,7 +253,8 @@ def _ran_once(tmp_path: Path) -> Path:
 
 
 def test_commands_with_the_daemon_down_are_recorded_for_its_next_start(tmp_path, capsys):
-    config = _ran_once(tmp_path)
+    _ran_once(tmp_path)
+    config = _real_site_config(tmp_path)
     assert main(["pause", "--config", str(config)]) == 0
     assert "pause: recorded in" in capsys.readouterr().out
     assert main(["hold", "3", "--config", str(config)]) == 0
@@ -250,17 +266,16 @@ def test_commands_with_the_daemon_down_are_recorded_for_its_next_start(tmp_path,
     assert [c["command"] for c in status["pending_controls"]] == ["pause", "hold"]
 
 
-def test_hold_beyond_the_limits_and_commands_before_any_run_are_refused(tmp_path, capsys):
+def test_hold_beyond_the_limits_is_refused(tmp_path, capsys):
     config = _config(tmp_path)
-    assert main(["pause", "--config", str(config)]) == 2
-    assert "no state file" in capsys.readouterr().err
     _ran_once(tmp_path)
     assert main(["hold", "13", "--config", str(config)]) == 2
     assert "hold 13: N must be between 0 and 12" in capsys.readouterr().err
 
 
 def test_terminate_all_asks_first(tmp_path, capsys, monkeypatch):
-    config = _ran_once(tmp_path)
+    _ran_once(tmp_path)
+    config = _real_site_config(tmp_path)
     monkeypatch.setattr(sys, "stdin", io.StringIO("no\n"))
     assert main(["terminate-all", "--config", str(config)]) == 1
     err = capsys.readouterr().err

@@ -46,6 +46,7 @@ def _ec2_site(tmp_path: Path, worker: str) -> Path:
         "cloud: {kind: ec2, ec2: {region: us-east-1, image_id: ami-0123456789abcdef0, instance_type: c5.large},\n"
         f"        worker: {{condor_host: cm.example.org, {worker}}}}}\n"
         f"state_path: {tmp_path / 's.sqlite'}\n"
+        f"log: {{decisions_path: {tmp_path / 'd.jsonl'}}}\n"
     )
     return config
 

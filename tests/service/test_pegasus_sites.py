@@ -12,6 +12,7 @@ package is installed, its own loader is tried too.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -109,3 +110,24 @@ def test_full_pegasus_loader_if_installed() -> None:
     with SITES.open() as f:
         catalog = site_catalog.load(f)
     assert list(catalog.sites) == ["local", "condorpool"]
+
+
+@pytest.mark.slow
+def test_without_pegasus_api_the_script_says_what_to_install(tmp_path: Path) -> None:
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['Pegasus'] = None\nsys.modules['Pegasus.api'] = None\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "-o", "-"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | {"PYTHONPATH": str(hide)},
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        "make_sites.py needs Pegasus.api: pip install 'wire-daemon[pegasus]' (or pegasus-wms.api>=5.0), "
+        "or run it with the Python of your Pegasus 5 install"
+    )

@@ -182,3 +182,25 @@ def test_plan_before_a_run_lands_within_ten_percent_of_the_emulated_fixed_pool(s
         fixed = replace(config, steering=replace(config.steering, max_instances=n))
         real = replay(workflow, "full-site", fixed).makespan_s
         assert estimates[n] == pytest.approx(real, rel=0.10), n
+
+
+def test_plan_with_only_the_config_plans_the_running_daemon_s_workflows(capsys, live, tmp_path):
+    from wire_daemon.persist.store import StateStore
+    from wire_daemon.service.status import STATUS_KEY
+
+    live.advance_to(200.0)
+    submit_dir = str(live.writer.dag_path.parent)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"site: {{kind: condor, submit_root: {tmp_path}}}\ncloud: {{kind: ec2}}\n"
+        f"state_path: {tmp_path / 'state.sqlite'}\nsteering: {{max_instances: 3}}\n"
+    )
+    assert main(["plan", "--config", str(config)]) == 2  # a daemon that follows nothing: give the submit dir
+    assert "follows no running workflow now" in capsys.readouterr().err
+    store = StateStore(tmp_path / "state.sqlite")
+    snapshot = {"time": 0.0, "workflows": [{"name": "montage-0", "state": "running", "submit_dir": submit_dir}]}
+    store.set_meta(STATUS_KEY, json.dumps(snapshot))
+    store.close()
+    data = _plan(capsys, "--config", str(config))
+    assert data["kind"] == "submit dir" and 0 < data["done"] < data["tasks"]
+    assert data["now_from"] == "wall-clock" and data["task_times"].startswith("online predictions")

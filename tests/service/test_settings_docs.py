@@ -84,6 +84,8 @@ def _is_section(key: str) -> bool:
 @pytest.mark.parametrize("name", ["submit-host.example.yaml", "openstack.example.yaml"])
 def test_each_working_example_checks_out(tmp_path, monkeypatch, capsys, name):
     text = (DOCS / name).read_text().replace("/home/pegasus/submit", str(tmp_path))
+    for documented in ("/var/lib/wire-daemon", "/var/log/wire-daemon"):  # the state and log directories
+        text = text.replace(documented, str(tmp_path))
     config = tmp_path / "config.yaml"
     config.write_text(text)
     clouds = tmp_path / "clouds.yaml"
@@ -178,6 +180,7 @@ def test_check_config_never_prints_the_pool_token(tmp_path, capsys):
         f"site: {{kind: condor, submit_root: {tmp_path}}}\n"
         "cloud: {kind: ec2, ec2: {region: us-east-1, image_id: ami-1, instance_type: c5.large},\n"
         f"        worker: {{condor_host: cm.example.org, token_delivery: inline, token: {token}}}}}\n"
+        f"state_path: {tmp_path / 'state.sqlite'}\nlog: {{decisions_path: {tmp_path / 'd.jsonl'}}}\n"
     )
     assert main(["check-config", str(config)]) == 0
     out = capsys.readouterr().out

@@ -143,7 +143,8 @@ def test_the_state_file_is_fresher_than_the_snapshot(tmp_path):
     assert "stopped" not in data and data["control"]["describe"] == "held at 2 instance(s) by the operator"
     assert data["safe_state"]["active"] is True and data["pending_controls"][0]["command"] == "resume"
     text = render_status(report, now=WALL + 10)
-    assert text.splitlines()[1].startswith("SAFE STATE: 3 iterations in a row failed")
+    assert text.splitlines()[0].startswith("DRY-RUN: no cloud call is made")  # at the top, before all else
+    assert text.splitlines()[2].startswith("SAFE STATE: 3 iterations in a row failed")
     assert "pending: resume" in text and "by ops" in text
 
 

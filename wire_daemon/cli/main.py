@@ -207,8 +207,17 @@ def _plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-instances must be > 0 (got {limit})")
     if args.price is not None and not args.price >= 0:
         raise ConfigError(f"--price must be >= 0 (got {args.price:g})")
-    report = plan_input(args.input or bundled_trace_path(), settings, limit, args.price, args.wall_clock)
-    print(json.dumps(report_json(report), indent=2) if args.json else render_text(report))
+    if args.input:
+        inputs, wall_clock = [Path(args.input)], args.wall_clock
+    else:
+        inputs, live = _plan_inputs(settings, args.config)
+        wall_clock = args.wall_clock or live
+    reports = [plan_input(path, settings, limit, args.price, wall_clock) for path in inputs]
+    if args.json:
+        shown = [report_json(r) for r in reports]
+        print(json.dumps(shown[0] if len(shown) == 1 else shown, indent=2))
+    else:
+        print("\n\n".join(render_text(r) for r in reports))
     return 0
 
 
@@ -242,6 +251,26 @@ def _replay_base(args: argparse.Namespace) -> tuple[ReplayConfig, set[str]]:
     if args.boot_lag is None and args.config:
         args.boot_lag = base.emulation.boot_lag_s
     return base, given
+
+
+def _plan_inputs(settings: Settings, config: str | None) -> tuple[list[Path], bool]:
+    """What ``plan --config`` plans without an input: the running daemon's workflows, from its state file
+    (their submit dirs, live: the clock is the wall's), else the config's trace, else the bundled one."""
+    if not config:
+        return [bundled_trace_path()], False
+    from wire_daemon.service.status import read_status
+
+    snapshot = read_status(settings.state_path).snapshot
+    followed = snapshot.workflows if snapshot is not None and snapshot.workflows else []
+    running = [Path(w.submit_dir) for w in followed if w.submit_dir and w.state == "running"]
+    if running:
+        return running, True
+    if settings.site.kind == "condor":
+        raise ConfigError(
+            f"plan --config {config}: the daemon follows no running workflow now ({settings.state_path}); "
+            "give the submit dir to plan"
+        )
+    return [Path(settings.site.trace) if settings.site.trace else bundled_trace_path()], False
 
 
 def _replay_config(args: argparse.Namespace) -> ReplayConfig:

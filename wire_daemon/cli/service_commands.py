@@ -12,6 +12,7 @@ import argparse
 import getpass
 import json
 import os
+import re
 import sqlite3
 import sys
 import time
@@ -23,6 +24,8 @@ from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.secrets import redact
 from wire_daemon.persist.store import StateStore, no_room
 from wire_daemon.runtime.settings import Settings, as_file, check_paths, load_settings
+from wire_daemon.service.config_check import check_run_needs, run_warnings
+from wire_daemon.service.decisions_log import Run, select_run
 from wire_daemon.service.status import StatusReport, open_state_file, read_status
 from wire_daemon.service.status_text import render_status
 from wire_daemon.service.wording import Since, decision_line, decision_words, parse_since
@@ -30,6 +33,7 @@ from wire_daemon.service.wording import wall as wall_time
 
 CONFIG_HELP = "the daemon's YAML config file (e.g. /etc/wire-daemon/config.yaml)"
 JSON_HELP = "print one JSON object instead of text"
+RUN_HELP = "the run to show, by the id its header gives; default: the last run; all: every run"
 CONTROL_WAIT_S = 10.0  # how long a control command waits for the running daemon to apply it
 
 
@@ -75,7 +79,13 @@ def add_service_commands(sub: Any) -> None:
         "a duration back from now (10m, 10m ago, 2h, 1d), or seconds on the loop's clock (360)",
     )
     decisions.add_argument("--follow", action="store_true", help="keep printing new decisions as they come")
+    decisions.add_argument("--run", metavar="ID", help=RUN_HELP)
     decisions.add_argument("--json", action="store_true", help="print the records as JSON lines, as logged")
+    decisions.add_argument(
+        "--verbose",
+        action="store_true",
+        help="every figure of each decision: tasks, predicted load, the policy's full rule, its estimates, notes",
+    )
     decisions.set_defaults(handler=_decisions)
 
     report = sub.add_parser(
@@ -88,7 +98,8 @@ def add_service_commands(sub: Any) -> None:
     report.add_argument(
         "--out", default="wire-daemon-report.png", metavar="PNG", help="PNG to write (default: wire-daemon-report.png)"
     )
-    report.add_argument("--title", default="", help="title above the plots (default: the log's name)")
+    report.add_argument("--title", default="", help="title above the plots (default: the run and the log's name)")
+    report.add_argument("--run", metavar="ID", help=RUN_HELP)
     report.set_defaults(handler=_report)
 
     _add_control(sub, "pause", "keep the pool as it is: no launch, no release, until resume")
@@ -152,7 +163,10 @@ def _check_config(args: argparse.Namespace) -> int:
         driver_config(settings)
         user_data(settings)
     check_paths(settings)
+    check_run_needs(settings)
     print(f"{args.config}: OK")
+    for warning in run_warnings(settings):
+        print(f"WARNING: {warning}", file=sys.stderr)
     print(json.dumps(redacted(as_file(settings)), indent=2, sort_keys=True, default=str))
     if args.probe:
         return _probe(settings)
@@ -179,6 +193,12 @@ def _probe(settings: Settings) -> int:
     spec = provider(settings.cloud.kind)
     print(f"probe: {settings.cloud.kind}, pool {settings.cloud.pool}, read-only calls with the configured credentials")
     checks = spec.probe_function()(config, Ownership(settings.cloud.pool, daemon_id), token)
+    same = {(c.outcome, c.detail) for c in checks}
+    if len(checks) > 1 and len(same) == 1 and not checks[0].ok:  # one cause, said once: not once per call
+        outcome, detail = same.pop()
+        word = "no credentials" if _NO_CREDENTIALS.search(detail) else outcome
+        print(f"probe: {word}: {detail} (every one of the {len(checks)} calls)")
+        return 1
     for check in checks:
         print(f"  {check.line()}" + ("" if check.needed_by == "the daemon" else f" [needed by {check.needed_by}]"))
     failed = [c for c in checks if c.outcome not in ("works", "not probed")]
@@ -191,6 +211,9 @@ def _probe(settings: Settings) -> int:
         + (f", {len(needed)} of them needed by the daemon itself" if needed else "")
     )
     return 1
+
+
+_NO_CREDENTIALS = re.compile(r"(?i)NoCredentials|unable to locate credentials|no credentials|missing credentials")
 
 
 def _daemon_id(settings: Settings) -> str:
@@ -240,11 +263,19 @@ def _control(args: argparse.Namespace) -> int:
         if count < 0 or count > cap:
             raise ConfigError(f"hold {count}: N must be between 0 and {cap} (safety/steering max_instances)")
     path = Path(settings.state_path)
-    if not path.exists():
-        raise ConfigError(
-            f"{command}: no state file at {path} (state_path): the daemon never ran with this config; start it first"
-        )
     status = read_status(path)
+    what = command + (f" {count}" if count is not None else "")
+    if settings.site.kind == "emulated" and status.daemon != "running" and status.started_wall is not None:
+        # Each emulated run replays the workflow from its start: a command belongs to the run it was given to.
+        raise ConfigError(
+            f"{what}: refused: the emulated run on {path} has stopped, and a command is kept only for the run "
+            "it was given to; start a new run, then give it"
+        )
+    if not path.exists():  # before the first start: the state file is made now, the first run applies it
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(str(path.parent), f"cannot make the state file's directory ({exc.strerror})") from None
     if command == "terminate-all" and not args.yes and not _confirmed(status):
         print("terminate-all: not confirmed; nothing done", file=sys.stderr)
         return 1
@@ -260,7 +291,9 @@ def _control(args: argparse.Namespace) -> int:
             raise InputError(
                 str(path), f"cannot write the state file ({exc}): run the command as the daemon's user"
             ) from None
-        what = command + (f" {count}" if count is not None else "")
+        if status.daemon != "running" and status.started_wall is None:
+            print(f"{what}: recorded in {path}; the daemon has not started yet: its first run applies it")
+            return 0
         if status.daemon != "running":
             print(f"{what}: recorded in {path}; the daemon is down: it applies it when it starts")
             return 0
@@ -268,6 +301,9 @@ def _control(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if applied is None:
+        if read_status(path).daemon != "running" and settings.site.kind == "emulated":
+            print(f"{what}: not applied: the emulated run stopped first, and its commands end with it", file=sys.stderr)
+            return 1
         if read_status(path).daemon != "running":
             print(f"{what}: recorded; the daemon stopped before applying it: it applies it when it starts")
         else:
@@ -336,11 +372,21 @@ def _report(args: argparse.Namespace) -> int:
         raise ConfigError("report: give either a decisions log or --config, not both or neither")
     out = check_output(Path(args.out))
     path = Path(args.decisions_log) if args.decisions_log else Path(load_settings(args.config).log.decisions_path)
-    records = load_decisions(path, rotated=bool(args.config))
-    written = render_report(records, out, args.title or path.name, source=path)
+    run = select_run(load_decisions(path, rotated=bool(args.config)), args.run, str(path))
+    records = run.records if run is not None else []  # none: render_report says the log has no decision
+    title = args.title or (_run_title(run, path) if run is not None else path.name)
+    written = render_report(records, out, title, source=path)
     drawn = sum(1 for r in records if r.get("event") is None)
-    print(f"wrote {written} ({drawn} decisions)")
+    of_run = f" of run {run.run_id}" if run is not None and run.header is not None else ""
+    print(f"wrote {written} ({drawn} decisions{of_run})")
     return 0
+
+
+def _run_title(run: Run, path: Path) -> str:
+    if run.header is None:
+        return path.name
+    h = run.header
+    return f"run {run.run_id}: {h.get('site', '?')}, policy {h.get('policy', '?')} ({path.name})"
 
 
 def _decisions(args: argparse.Namespace) -> int:
@@ -349,13 +395,35 @@ def _decisions(args: argparse.Namespace) -> int:
     path = Path(settings.log.decisions_path)
     if not path.exists() and not args.follow:
         raise InputError(str(path), "no decisions log yet (log.decisions_path): the daemon has not decided anything")
-    for record in follow_decisions(path, since, args.follow):
-        print(json.dumps(record, sort_keys=True) if args.json else decision_line(record), flush=True)
+    stream = _stream(path, Since(), args.follow)
+    logged: list[dict[str, Any]] = []
+    for record in stream:  # what the log holds now, up to the first wait
+        if record is None:
+            break
+        logged.append(record)
+    run = select_run(logged, args.run, str(path))
+    for record in run.records if run is not None else []:
+        _print_record(record, args, since)
+    for record in stream:  # --follow: every new record, a new run's included
+        if record is not None:
+            _print_record(record, args, since)
     return 0
+
+
+def _print_record(record: dict[str, Any], args: argparse.Namespace, since: Since) -> None:
+    if since.admits(record):
+        print(json.dumps(record, sort_keys=True) if args.json else decision_line(record, args.verbose), flush=True)
 
 
 def follow_decisions(path: Path, since: Since, follow: bool, poll_s: float = 1.0) -> Iterator[dict[str, Any]]:
     """Decisions from the log (rotated files first), then new ones as they come when following."""
+    for record in _stream(path, since, follow, poll_s):
+        if record is not None:
+            yield record
+
+
+def _stream(path: Path, since: Since, follow: bool, poll_s: float = 1.0) -> Iterator[dict[str, Any] | None]:
+    """``follow_decisions`` with a None where it has read all the log held and starts to wait for more."""
     files = sorted(
         path.parent.glob(path.name + ".*"), key=lambda p: -int(p.suffix[1:]) if p.suffix[1:].isdigit() else 0
     )
@@ -363,6 +431,7 @@ def follow_decisions(path: Path, since: Since, follow: bool, poll_s: float = 1.0
         if older.suffix[1:].isdigit():
             yield from _records(older, since)
     offset = 0
+    caught_up = False
     while True:
         if path.exists():
             with path.open(encoding="utf-8") as handle:
@@ -376,6 +445,9 @@ def follow_decisions(path: Path, since: Since, follow: bool, poll_s: float = 1.0
                         yield record
         if not follow:
             return
+        if not caught_up:
+            caught_up = True
+            yield None
         time.sleep(poll_s)
 
 

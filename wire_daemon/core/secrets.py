@@ -87,6 +87,8 @@ def scrub(text: str) -> str:
 
 def _blank_value(match: re.Match[str]) -> str:
     key, separator = match.group(1), match.group(2)
+    if key.endswith(("Error", "Exception")):  # an exception's name before its message ("NoCredentialsError: ...")
+        return match.group(0)
     return f"{key}{separator}{REDACTED}" if _MENTION.search(key) else match.group(0)
 
 

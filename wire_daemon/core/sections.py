@@ -172,6 +172,9 @@ def _checked(kind: Any, value: Any, name: str) -> Any:
         return value if isinstance(value, bool) else _fail("must be true or false (got {got})", value, name)
     if kind in (int, float):
         return _number(kind, value, name)
+    if kind is str and isinstance(value, bool):  # YAML 1.1: unquoted on/off/yes/no are booleans
+        words = "on, yes or true" if value else "off, no or false"
+        _fail(f"must be a string (got {{got}}): YAML read an unquoted {words} as {str(value).lower()}; quote it", value)
     if kind is str and not isinstance(value, str):
         _fail("must be a string (got {got})", value, name)
     return value

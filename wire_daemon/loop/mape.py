@@ -68,6 +68,10 @@ class DecisionRecord:
     # any clock: a reader needs no epoch and no replay's origin.
     estimates: list[dict[str, float | int]] = field(default_factory=list)
     full_pool_makespan_s: float | None = None
+    # Set by the service, kept out of a replay's records when unset: a dry run's decision (what it would have
+    # done), and a large move of the predicted load since the previous decision with its reason, in words.
+    dry_run: bool = False
+    load_change: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The decisions-log line; notices become their one-line texts."""
@@ -83,6 +87,8 @@ class DecisionRecord:
             del record["estimates"]
         if self.full_pool_makespan_s is None:
             del record["full_pool_makespan_s"]
+        for unset in [key for key in ("dry_run", "load_change") if not record[key]]:
+            del record[unset]
         return record | {"notes": [n.line for n in self.notices]}
 
 

@@ -24,4 +24,6 @@ def release_until(loop: MapeLoop, clock: Clock, until: float, stop: Callable[[],
     """Carry out the releases that fall before ``until``, each at its own time."""
     while (when := loop.next_release()) is not None and when < until and not stop():
         clock.sleep_until(when)
+        if clock.now() < when:  # the wait was cut short (a signal, an operator's command): the release waits too
+            break
         loop.release_due(when)

@@ -61,7 +61,9 @@ from wire_daemon.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 
-Sleep = Callable[[float], None]
+# Sleeps up to the seconds given; a sleep that can be cut short (by a signal or an operator's command)
+# returns True when it was, so that a virtual clock moves only as far as the wall clock did.
+Sleep = Callable[[float], bool | None]
 FINISHED_KEPT = 20  # finished workflows that status still lists
 
 
@@ -132,10 +134,13 @@ class EmulatedRuntime:
         if site.memory_on:  # a trace site with memory: the cap is the instance's
             cap = min(s.memory.max_request_mib or s.emulation.instance_memory_mib, s.emulation.instance_memory_mib)
             sizer = memory_sizer(s, state, site, cap)
+        # A dry run launches and terminates nothing on the emulated cloud either: phantoms stand in for
+        # what it would have launched, and the workflow runs on the pool the site started with.
+        cloud: Cloud = DryRunCloud(site, site.now, journal) if s.safety.dry_run else site
         self.loop = assemble_loop(
             s.policy,
             PolicyInputs(state, s.steering, s.prediction, s.policy_options, truth),
-            World(site, site, site, clock=site.now),
+            World(site, cloud, site, clock=site.now),
             memory_mib,
             site,
             LoopOptions(self.control, journal=journal, memory=sizer),
@@ -145,9 +150,14 @@ class EmulatedRuntime:
         return self.site.now()
 
     def sleep_until(self, when: float) -> None:
-        delay = (when - self.site.now()) / self.speedup
+        """Sleep the wall time ``when`` is away, then run the world to it; a sleep cut short (an operator's
+        command, a signal) runs the world only as far as the wall clock went: a command moves no virtual time."""
+        start = self.site.now()
+        delay = (when - start) / self.speedup
         if delay > 0:
-            self.sleep(delay)
+            began = time.monotonic()
+            if self.sleep(delay):
+                when = min(when, start + (time.monotonic() - began) * self.speedup)
         self.site.advance_to(when)
 
     @property

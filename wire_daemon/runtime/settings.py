@@ -70,7 +70,7 @@ class CondorSettings:
 
 @section("log")
 class LogSettings:
-    decisions_path: str = "decisions.jsonl"
+    decisions_path: str = "/var/log/wire-daemon/decisions.jsonl"  # the systemd unit's LogsDirectory
     max_bytes: int = 10_000_000
     backups: int = 5
 
@@ -106,7 +106,7 @@ class Settings(ReplayConfig):
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     # the scaling policy (runtime/policies.py); the oracle only on the emulated site
     policy: str = DEFAULT_POLICY
-    state_path: str = "wire-daemon.sqlite"
+    state_path: str = "/var/lib/wire-daemon/state.sqlite"  # the systemd unit's StateDirectory
     log: LogSettings = field(default_factory=LogSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     safe_state: SafeStateSettings = field(default_factory=SafeStateSettings)
@@ -141,9 +141,11 @@ class Settings(ReplayConfig):
             site != "emulated" or cloud == "emulated",
             "site.kind emulated runs its own cloud: set cloud.kind to emulated",
         )
+        wanted, cap = self.steering.max_instances, self.safety.max_instances
         check(
-            self.safety.max_instances >= self.steering.max_instances,
-            "safety.max_instances must be >= steering.max_instances (the guard is the hard cap)",
+            cap >= wanted,
+            f"steering.max_instances {wanted} is above safety.max_instances {cap}, the guard's hard cap: "
+            f"raise safety.max_instances to {wanted} or more too",
         )
         section = self.cloud.provider_section()
         quoted = cloud == "ec2" and isinstance(section, dict) and section.get("spot_prices") == "cloud"

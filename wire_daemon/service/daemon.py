@@ -58,6 +58,7 @@ from wire_daemon.runtime.runtimes import Runtime, build_runtime
 from wire_daemon.runtime.settings import Settings, check_paths, load_settings
 from wire_daemon.service.decisions_log import DecisionsLog, ShutdownRecord
 from wire_daemon.service.interruptions import INTERRUPTIONS_KEY, InterruptionTally
+from wire_daemon.service.load_change import LoadWatch
 from wire_daemon.service.metrics import Metrics
 from wire_daemon.service.safe_state import RUNNING_STATUS, CrashWatch
 from wire_daemon.service.state_room import open_state
@@ -80,7 +81,7 @@ from wire_daemon.service.status import (
 )
 from wire_daemon.service.systemd_notify import notify
 from wire_daemon.service.watchdog import IterationAbandoned, IterationWatchdog, stuck_bound
-from wire_daemon.service.wording import decision_words, offset
+from wire_daemon.service.wording import decision_details, decision_words, offset
 
 log = logging.getLogger(__name__)
 CONTROL_POLL_S = 1.0  # how often a sleeping daemon looks for an operator's command
@@ -162,6 +163,10 @@ class Daemon:
         self.iterations = 0
         self.overruns = 0
         self.last_record: dict[str, Any] | None = None
+        # This run's id in the decisions log and the state file: its number among the state file's runs.
+        runs = self.store.get_meta("run_number") or ""
+        self.run_id = str(int(runs) + 1 if runs.isdigit() else 1)
+        self.load_watch = LoadWatch()
         # Before the runtime: an unwritable log is refused before any cloud call.
         self.decisions = DecisionsLog(
             Path(settings.log.decisions_path),
@@ -178,13 +183,24 @@ class Daemon:
         if not self.settings.metrics.enabled:
             return None
         metrics = Metrics()
+        metrics.dry_run = self.settings.safety.dry_run
         port = metrics.serve(self.settings.metrics.address, self.settings.metrics.port)
         self.journal.subscribe(metrics)
         log.info("metrics at http://%s:%d/metrics", self.settings.metrics.address, port)
         return metrics
 
     def _restore_control(self) -> None:
-        """The operator's mode survives a restart (it lives in the state file)."""
+        """The operator's mode survives a restart (it lives in the state file), on a real site.
+
+        On the emulated site each run replays the workflow from its start: a
+        mode or a command given to an earlier run ended with it, and is not
+        carried into this one (commands given before the first run are kept).
+        """
+        if self.settings.site.kind == "emulated" and self.store.get_meta("started") is not None:
+            for request in self.store.pending_controls():
+                self.store.mark_control_applied(request.seq, "refused: given to an emulated run that had stopped")
+            self._save_control()  # this run starts in the automatic mode
+            return
         saved = self.store.get_meta("control")
         if saved:
             restored = PoolControl.from_json(json.loads(saved))
@@ -206,8 +222,11 @@ class Daemon:
     def state(self) -> RunState:
         return self.runtime.loop.state
 
-    def _interruptible_sleep(self, seconds: float) -> None:
-        """Sleep; wake within a fraction of a second of SIGTERM or SIGHUP, within a second of an operator's command."""
+    def _interruptible_sleep(self, seconds: float) -> bool:
+        """Sleep; wake within a fraction of a second of SIGTERM or SIGHUP, within a second of an operator's command.
+
+        True when woken before ``seconds`` were up: the emulated site's virtual clock then moves only as far.
+        """
         deadline = time.monotonic() + seconds
         look_at = time.monotonic()
         while (
@@ -218,8 +237,9 @@ class Daemon:
                 look_at = time.monotonic() + CONTROL_POLL_S
                 if self.store.has_pending_controls():
                     self.controls_waiting = True
-                    return
+                    return True
             time.sleep(min(left, 0.2))
+        return deadline - time.monotonic() > 0
 
     # -- signals -----------------------------------------------------------------
 
@@ -268,6 +288,8 @@ class Daemon:
             )
             return
         self.settings = candidate
+        if self.metrics is not None:
+            self.metrics.dry_run = candidate.safety.dry_run
         self.watch.settings = candidate.safe_state
         self.watchdog.stuck_after_s = stuck_bound(candidate.steering.interval_s)
         safety = self.settings.safety
@@ -287,6 +309,8 @@ class Daemon:
         self.store.set_meta("pid", str(os.getpid()))
         self.store.set_meta("started", json.dumps({"wall": time.time(), "pid": os.getpid()}))
         self._log_start()
+        self.decisions.append(self._run_header())
+        self.store.set_meta("run_number", self.run_id)
         interval = self.settings.steering.interval_s
         times = iteration_times(self.runtime.now(), interval)
         next_at = next(times)
@@ -331,10 +355,11 @@ class Daemon:
             name = self.state.workflow.name
             site = f"emulated site replaying {name} at {s.site.speedup:g}x (times below are virtual offsets)"
         log.info(
-            "wire-daemon %s started (pid %d): %s; policy %s, interval %g s, %d slots per instance, "
+            "wire-daemon %s started (pid %d), run %s: %s; policy %s, interval %g s, %d slots per instance, "
             "max %d instances, dry-run %s",
             _version(),
             os.getpid(),
+            self.run_id,
             site,
             s.policy,
             s.steering.interval_s,
@@ -353,6 +378,25 @@ class Daemon:
         control = self.runtime.control
         if control.mode != "auto":
             log.info("operator's mode kept from before the restart: %s", control.describe())
+
+    def _run_header(self) -> dict[str, Any]:
+        """The decisions log's first record of this run: which run, where, with what; readers split runs at it."""
+        s = self.settings
+        if s.site.kind == "condor":
+            site = f"submit host {s.site.submit_root}, cloud {s.cloud.kind} pool {s.cloud.pool}"
+        else:
+            site = f"emulated site replaying {self.state.workflow.name} at {s.site.speedup:g}x"
+        config = str(Path(self.config_path).resolve()) if self.config_path else None
+        return {
+            "time": self.runtime.now(),
+            "event": "run",
+            "run": self.run_id,
+            "site": site,
+            "policy": s.policy,
+            "config": config,
+            "dry_run": s.safety.dry_run,
+            "pid": os.getpid(),
+        }
 
     def _apply_controls(self) -> bool:
         """Carry out the operator's pending commands, in order; True if one changes the pool now."""
@@ -443,6 +487,9 @@ class Daemon:
         record.cost_units = self.runtime.cost_units(now)
         record.cost_money = self.runtime.bill(now).total
         record.notices = self.notices.take()
+        record.dry_run = self.settings.safety.dry_run
+        prediction = self.loop.last_plan.prediction if self.loop.last_plan else None
+        record.load_change = self.load_watch.explain(record.upcoming_load_s, stage_statuses(self.state, prediction))
         self.journal.publish(record)
         entry = record.to_json()
         self.last_record = entry
@@ -451,7 +498,7 @@ class Daemon:
         if adopted:
             log.info("adopted %d instance(s) the cloud lists as this pool's: %s", len(adopted), ", ".join(adopted))
         if self.runtime.virtual_clock:
-            log.info("at %s %s", offset(now), decision_words(entry))
+            log.info("at %s %s", offset(now).removesuffix(" (virtual)"), decision_words(entry))
         else:
             log.info("%s", decision_words(entry))
         self._write_status(now, entry)
@@ -510,7 +557,13 @@ class Daemon:
             "stopped: %s, after %d decision(s); %s; cost %d unit(s) in all",
             reason,
             self.iterations,
-            f"instances left up: {', '.join(left)}" if left else "no instance left up",
+            (
+                f"phantom instances of the dry run (none launched): {', '.join(left)}"
+                if self.settings.safety.dry_run
+                else f"instances left up: {', '.join(left)}"
+            )
+            if left
+            else "no instance left up",
             record.cost_units,
         )
         self.watch.record_clean_stop()
@@ -546,6 +599,7 @@ class Daemon:
             running=state.count(TaskStatus.RUNNING),
             idle=state.count(TaskStatus.IDLE),
             pool=len(self.runtime.instances()),
+            dry_run=self.settings.safety.dry_run,
         )
         self.journal.publish(record)
         return record
@@ -592,7 +646,7 @@ class Daemon:
             else remaining_estimate(
                 self.state, prediction, int(entry.get("pool") or 0), self.settings.steering.slots_per_instance
             ),
-            dry_run=self.settings.safety.dry_run if self.settings.site.kind == "condor" else None,
+            dry_run=self.settings.safety.dry_run,
             safe_state=SafeStateStatus.from_json(self.watch.to_json()),
             stopped=stopped,
             interruptions=self._interruption_status(now),
@@ -630,6 +684,7 @@ def _last_decision(entry: dict[str, Any]) -> LastDecision:
         released=list(entry.get("released", [])),
         rule=entry.get("rule", ""),
         words=decision_words(entry),
+        details=decision_details(entry) if entry.get("event") is None else "",
     )
 
 

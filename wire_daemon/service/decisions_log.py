@@ -8,6 +8,10 @@ what the daemon decided: the state file keeps no copy (it would grow without
 bound there, beside what a restart needs), and ``status`` shows the last
 decision from its snapshot.
 
+Each run starts with a header record (``"event": "run"``: its id, the site,
+the policy, the config file, dry-run): ``runs`` splits a log into its runs,
+and ``decisions`` and ``report`` show one (the last unless told which).
+
 Each line carries ``clock`` (``wall`` on a real site, where ``time`` is Unix
 seconds; ``virtual`` on the emulated site, where ``time`` is the replay's
 virtual seconds) and ``wall``, the Unix time it was written.
@@ -18,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
@@ -47,6 +51,7 @@ class ShutdownRecord:
     running: int | None = None
     idle: int | None = None
     pool: int | None = None  # instances left up
+    dry_run: bool = False  # the terminations are what a dry run would have made
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {
@@ -62,6 +67,8 @@ class ShutdownRecord:
         for key in ("done", "running", "idle", "pool"):
             if getattr(self, key) is not None:
                 record[key] = getattr(self, key)
+        if self.dry_run:
+            record["dry_run"] = True
         return record
 
 
@@ -96,6 +103,44 @@ class DecisionsLog:
         for handler in list(self._logger.handlers):
             handler.close()
             self._logger.removeHandler(handler)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's records, its header first (``header`` is None for records logged before runs had headers)."""
+
+    run_id: str
+    header: dict[str, Any] | None
+    records: list[dict[str, Any]]
+
+
+def runs(records: Iterable[dict[str, Any]]) -> list[Run]:
+    """A log's records split at each run's header, oldest run first."""
+    found: list[Run] = []
+    for record in records:
+        if record.get("event") == "run":
+            found.append(Run(str(record.get("run", "?")), record, [record]))
+        elif found:
+            found[-1].records.append(record)
+        else:  # before the first header: a log older than the headers
+            found.append(Run("(before run headers)", None, [record]))
+    return found
+
+
+def select_run(records: Iterable[dict[str, Any]], run_id: str | None, source: str) -> Run | None:
+    """The run ``run_id`` names ("all": every record), the last one when None; None for an empty log."""
+    split = runs(records)
+    if run_id == "all":
+        return Run("all", None, [r for run in split for r in run.records])
+    if not split:
+        return None
+    if run_id is None:
+        return split[-1]
+    for run in reversed(split):  # the latest of that id (a state file made anew numbers its runs from 1 again)
+        if run.run_id == run_id:
+            return run
+    known = ", ".join(run.run_id for run in split if run.header is not None) or "none"
+    raise ConfigError(f"--run {run_id}: no such run in {source} (its runs: {known}; or all)")
 
 
 def _handler(path: Path, max_bytes: int, backups: int) -> RotatingFileHandler:

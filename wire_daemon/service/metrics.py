@@ -46,6 +46,7 @@ class Metrics:
 
     def __init__(self, namespace: str = "wire") -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self.dry_run = False  # a dry run's launches and releases did not happen: they are not counted
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._reclaimed: set[str] = set()
@@ -99,9 +100,11 @@ class Metrics:
         if isinstance(event, DecisionRecord):
             self._decided(event)
         elif isinstance(event, InstancesLaunched):
-            self.launched.inc(len(event.instance_ids))
+            if not self.dry_run:
+                self.launched.inc(len(event.instance_ids))
         elif isinstance(event, InstanceReleased):
-            self.released.inc()
+            if not self.dry_run:
+                self.released.inc()
         elif isinstance(event, CloudErrorNotice):
             kind = event.kind if event.kind in cloud_error_kinds() else CloudError.kind
             self.cloud_errors.labels(kind=kind).inc()

@@ -147,7 +147,8 @@ class LastDecision:
     launched: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     rule: str = ""
-    words: str = ""  # the decision in plain words (service/wording.py)
+    words: str = ""  # the decision in one line of plain words (service/wording.py)
+    details: str = ""  # what that line leaves out: tasks, predicted load, the policy's rule, its estimates
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ class StatusSnapshot:
     charging_unit_s: float | None = None
     control: ControlStatus = field(default_factory=ControlStatus)
     remaining_makespan_estimate_s: float = 0.0  # a lower bound: the work left over the pool's slots
-    dry_run: bool | None = None  # None: not a real site
+    dry_run: bool | None = None  # None: a snapshot written before every site said
     safe_state: SafeStateStatus = field(default_factory=SafeStateStatus)
     stopped: Stopped | None = None
     interruptions: Interruptions = field(default_factory=Interruptions)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from wire_daemon.ports.prediction import POLICY_RUNNING_ONLY
 from wire_daemon.service.status import PoolInstance, StatusReport, StatusSnapshot
 from wire_daemon.service.wording import ago, duration
 from wire_daemon.service.wording import wall as wall_time
@@ -12,8 +13,8 @@ from wire_daemon.service.wording import when as time_of
 
 def render_status(report: StatusReport, now: float | None = None) -> str:
     now = time.time() if now is None else now
-    lines = [_daemon_line(report, now)] + _safe_state_lines(report)
     snapshot = report.snapshot
+    lines = _dry_run_lines(snapshot) + [_daemon_line(report, now)] + _safe_state_lines(report)
     if report.daemon == "never ran" or snapshot is None:
         return "\n".join(lines + ["no decision yet"])
     virtual = snapshot.virtual
@@ -38,6 +39,8 @@ def render_status(report: StatusReport, now: float | None = None) -> str:
     if last is not None:
         stamp = time_of(last.time, virtual) if last.time is not None else "?"
         lines.append(f"last decision ({stamp}): {last.words or last.rule}")
+        if last.details:
+            lines.append(f"  details: {last.details}")
     lines += _pool_lines(snapshot, virtual)
     lines.append(_cost_line(snapshot))
     lines += _interruption_lines(snapshot)
@@ -52,14 +55,19 @@ def _daemon_line(report: StatusReport, now: float) -> str:
     beat = report.last_heartbeat_wall
     if beat is not None:
         line += f"; last heartbeat {wall_time(beat)} ({ago(now - beat)})"
-    if report.snapshot is not None and report.snapshot.dry_run:
-        line += "; DRY-RUN: no cloud call is made"
     stopped = report.stopped
     if report.daemon == "down" and stopped is not None:
         line += f"\nstopped {wall_time(stopped.wall) if stopped.wall else ''}: {stopped.reason}"
         if stopped.finished:
             line += " (the figures below are final)"
     return line
+
+
+def _dry_run_lines(snapshot: StatusSnapshot | None) -> list[str]:
+    """At the top, before anything else: a dry run changes nothing, whatever the lines below say."""
+    if snapshot is None or not snapshot.dry_run:
+        return []
+    return ["DRY-RUN: no cloud call is made; the launches and terminations below are what it would have done"]
 
 
 def _safe_state_lines(report: StatusReport) -> list[str]:
@@ -160,7 +168,10 @@ def _stage_lines(snapshot: StatusSnapshot) -> list[str]:
         return []
     lines = ["stages:"]
     for s in snapshot.stages:
-        if s.predicted_occupancy_s is not None:
+        if s.predicted_occupancy_s is not None and s.prediction_policy == POLICY_RUNNING_ONLY:
+            # Nothing of the stage finished: its tasks take at least as long as the longest has run so far.
+            predicted = f"  at least {s.predicted_occupancy_s:>6.1f} s (running, none finished yet)"
+        elif s.predicted_occupancy_s is not None:
             predicted = f"  predicted {s.predicted_occupancy_s:>7.1f} s (policy {s.prediction_policy})"
         else:
             predicted = "  not started: no prediction yet" if s.prediction_policy == 1 else ""

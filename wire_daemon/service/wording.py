@@ -148,14 +148,20 @@ def ends_in_s(r: dict[str, Any], makespan_s: float) -> float:
 
 
 def estimate_words(r: dict[str, Any]) -> str:
-    """When the workflow would end and what it would still cost, at the chosen pool size and one either side."""
+    """When the workflow would end and what it would still cost, at the policy's size and one either side.
+
+    Where the operator (or the safe state) overrides the policy, the size the
+    policy chose is named as the policy's, not as the pool's: the pool follows
+    the operator.
+    """
 
     def ends(makespan_s: float) -> str:
         return f"ends in {duration(max(ends_in_s(r, makespan_s), 0.0))}"
 
+    label = " (the policy's choice)" if overridden(r) else " (chosen)"
     cells = []
     for e in r.get("estimates") or []:
-        chosen = " (chosen)" if e.get("size") == r.get("planned") else ""
+        chosen = label if e.get("size") == r.get("planned") else ""
         cells.append(f"{e['size']} instance(s){chosen}: {ends(e['makespan_s'])}, {e['cost_units']} more unit(s)")
     text = "estimates: " + "; ".join(cells)
     full = r.get("full_pool_makespan_s")
@@ -165,48 +171,154 @@ def estimate_words(r: dict[str, Any]) -> str:
     return text
 
 
-def decision_words(r: dict[str, Any]) -> str:
-    """One decisions-log record in plain words, without its time."""
+# What the operator's control and the safe state write at the head of a rule they override
+# (runtime/control.py), with the policy's own decision after "(the policy wanted N".
+_OVERRIDES = ("held at ", "paused by the operator", "drain-all by the operator", "terminate-all by", "safe state")
+_POLICY_WANTED = re.compile(r"\s*\(the policy wanted (\d+)")
+REASON_MIN = 48  # a reason is cut to no fewer characters than this while something else can give way
+DECISION_WORDS_MAX = 138  # one decision in at most this many characters; with its time, at most 160
+
+
+def overridden(r: dict[str, Any]) -> bool:
+    """Did the operator (or the safe state) decide this pool, not the policy?"""
+    return str(r.get("rule") or "").startswith(_OVERRIDES)
+
+
+def main_reason(rule: str) -> str:
+    """The reason of a rule in a few words: its first clause; for an override, what the operator asked
+    and what the policy would have done (never the policy's figures as if they were the pool's)."""
+    wanted = _POLICY_WANTED.search(rule)
+    if wanted and rule.startswith(_OVERRIDES):
+        head = rule[: wanted.start()].removesuffix(": no change")
+        return f"{head}; the policy would have {wanted.group(1)}"
+    head = rule.split("; ")[0].strip()
+    if head.startswith("drain-all by the operator"):
+        return "drain-all by the operator: each instance ends with its paid unit"
+    if head.startswith("terminate-all by the operator"):
+        return "terminate-all by the operator"
+    if head == "hold":
+        return "no change needed"
+    return head or "no rule given"
+
+
+def _short_ids(ids: list[str]) -> str:
+    return ids[0] if len(ids) == 1 else f"{ids[0]}, {ids[1]}" if len(ids) == 2 else f"{ids[0]}\u2026"
+
+
+def _actions(r: dict[str, Any], ids: bool = True) -> list[str]:
+    """What the decision did to the pool; in a dry run, what it would have done."""
+    would = bool(r.get("dry_run"))
+    verbs = (
+        ("launched", "would launch" if would else "launching"),
+        ("released", "would release" if would else "releasing"),
+        ("terminated", "would terminate" if would else "terminated"),
+    )
+    shown = {key: list(r.get(key) or []) for key, _ in verbs}
+    if shown["terminated"] and set(shown["released"]) <= set(shown["terminated"]):
+        shown["released"] = []  # released and terminated at once (terminate-all): said once
+    return [
+        f"{verb} {len(shown[key])}" + (f" ({_short_ids(shown[key])})" if ids else "")
+        for key, verb in verbs
+        if shown[key]
+    ]
+
+
+def _change(r: dict[str, Any], acted: bool) -> str:
+    pool, target = r.get("pool", 0), r.get("target", 0)
+    if pool == target:
+        return f"pool stays at {pool}"
+    if acted:
+        return f"pool {pool} -> {target}"
+    return f"pool {pool}, aiming at {target}"  # earlier releases under way, or launches held back by a limit
+
+
+def _money(r: dict[str, Any]) -> str:
+    if "cost_units" not in r:
+        return ""
+    money = f", {r['cost_money']:.2f}" if isinstance(r.get("cost_money"), (int, float)) else ""
+    return f"; cost {r['cost_units']} unit(s){money}"
+
+
+def _cut(text: str, room: int) -> str:
+    """``text`` in at most ``room`` characters, an ellipsis where it was cut."""
+    if len(text) <= room:
+        return text
+    return text[: max(room - 1, 0)].rstrip(" ;:,") + "\u2026"
+
+
+def one_line(r: dict[str, Any], limit: int = DECISION_WORDS_MAX) -> str:
+    """A decision in one short line: what changed and the main reason, a large move of the prediction
+    and why, the money so far. To stay within ``limit`` the instance ids give way first (``--verbose``
+    lists them), then the prediction's note, then the reason, each cut with an ellipsis."""
+    moved = f"; {r['load_change']}" if r.get("load_change") else ""
+    money = _money(r)
+    reason = main_reason(str(r.get("rule") or ""))
+    wanted = min(len(reason), REASON_MIN)
+    change = _change_words(r, ids=True)
+    if moved and limit - len(change) - len(moved) - len(money) - 2 < wanted:
+        change = _change_words(r, ids=False)
+    room = limit - len(change) - len(moved) - len(money) - 2
+    if moved and room < wanted:
+        moved = _cut(moved, len(moved) - (wanted - room))
+        room = limit - len(change) - len(moved) - len(money) - 2
+    return f"{change}: {_cut(reason, room)}{moved}{money}"
+
+
+def _change_words(r: dict[str, Any], ids: bool) -> str:
+    actions = _actions(r, ids)
+    return _change(r, bool(actions)) + (", " + ", ".join(actions) if actions else "")
+
+
+def decision_words(r: dict[str, Any], verbose: bool = False) -> str:
+    """One decisions-log record in plain words, without its time: one short line, or with ``verbose``
+    every figure (tasks, predicted load, the policy's full rule, its estimates, the notes)."""
     event = r.get("event")
+    if event == "run":
+        return run_words(r)
     if event == "control":
         return str(r.get("rule") or f"operator: {r.get('command')}")
     if event == "shutdown":
         parts = [f"daemon stopped: {r.get('reason') or 'shutdown'}"]
         if r.get("terminated"):
-            parts.append(f"terminated {_ids(r['terminated'])}")
+            verb = "would have terminated" if r.get("dry_run") else "terminated"
+            parts.append(f"{verb} {_ids(r['terminated'])}")
         if "cost_units" in r:
             parts.append(f"cost {r['cost_units']} unit(s) in all")
         parts.extend(r.get("notes") or [])
         return "; ".join(parts)
-    pool, target = r.get("pool", 0), r.get("target", 0)
-    change = f"pool {pool} -> {target}" if pool != target else f"pool stays at {pool}"
-    actions = []
-    if r.get("launched"):
-        actions.append(f"launching {len(r['launched'])} ({_ids(r['launched'])})")
-    if r.get("released"):
-        actions.append(f"releasing {_ids(r['released'])} (drained now, terminated when the paid unit ends)")
-    if r.get("terminated"):
-        actions.append(f"terminated {_ids(r['terminated'])}")
-    head = f"decision ({r['policy']}): " if r.get("policy") else "decision: "
-    parts = [head + change + (", " + ", ".join(actions) if actions else "")]
+    if not verbose:
+        return one_line(r)
+    return one_line(r, limit=10**6) + "; " + decision_details(r)
+
+
+def decision_details(r: dict[str, Any]) -> str:
+    """What the one line leaves out: the task counts, the predicted load, the full rule, the estimates, notes."""
+    parts = [f"policy {r.get('policy') or '?'}"]
     parts.append(f"tasks {r.get('done', 0)} done, {r.get('running', 0)} running, {r.get('idle', 0)} queued")
     load_s = float(r.get("upcoming_load_s") or 0.0)
     parts.append(f"predicted load {r.get('upcoming_tasks', 0)} task(s), {duration(load_s)} of slot time")
-    if "cost_units" in r:
-        money = f", money {r['cost_money']:.2f}" if isinstance(r.get("cost_money"), (int, float)) else ""
-        parts.append(f"cost so far {r['cost_units']} unit(s){money}")
     if r.get("rule"):
         parts.append(f"why: {r['rule']}")
     if r.get("estimates"):  # a policy that estimates the whole run (target-slowdown)
         parts.append(estimate_words(r))
+    if r.get("launched") or r.get("released"):
+        ids = [f"{key} {', '.join(r[key])}" for key in ("launched", "released") if r.get(key)]
+        parts.append("; ".join(ids) + (" (drained now, terminated when the paid unit ends)" * bool(r.get("released"))))
     notes = r.get("notes") or []
     if notes:
         parts.append("notes: " + " | ".join(notes))
     return "; ".join(parts)
 
 
-def decision_line(r: dict[str, Any]) -> str:
+def run_words(r: dict[str, Any]) -> str:
+    """A run's header record: which run, on which site, with which policy and config."""
+    dry = ", DRY-RUN" if r.get("dry_run") else ""
+    config = f", config {r['config']}" if r.get("config") else ""
+    return f"run {r.get('run', '?')} started: {r.get('site', '?')}, policy {r.get('policy', '?')}{dry}{config}"
+
+
+def decision_line(r: dict[str, Any], verbose: bool = False) -> str:
     """A record with its time: on the wall clock (UTC), or as a virtual offset on the emulated site."""
     t = r.get("time")
     stamp = when(float(t), is_virtual(r)) if isinstance(t, (int, float)) else "(no time)"
-    return f"{stamp}  {decision_words(r)}"
+    return f"{stamp}  {decision_words(r, verbose)}"

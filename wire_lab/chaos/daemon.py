@@ -157,11 +157,17 @@ def read_decisions(path: Path) -> list[dict[str, Any]]:
     out = []
     for line in path.read_text(errors="replace").splitlines():
         try:
-            out.append(json.loads(line))
+            record = json.loads(line)
         except ValueError:
             continue
+        if isinstance(record, dict) and record.get("event") != "run":  # each start's header is no decision
+            out.append(record)
     return out
 
 
 def count_lines(path: Path) -> int:
-    return path.read_bytes().count(b"\n") if path.exists() else 0
+    """Complete lines of the decisions log, less the header each start writes (it decides nothing)."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    return data.count(b"\n") - data.count(b'"event": "run"')

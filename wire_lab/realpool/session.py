@@ -162,7 +162,8 @@ class DaemonRun:
     def decisions(self) -> list[dict[str, Any]]:
         if not self.decisions_path.exists():
             return []
-        return [json.loads(line) for line in self.decisions_path.read_text().splitlines() if line.strip()]
+        records = (json.loads(line) for line in self.decisions_path.read_text().splitlines() if line.strip())
+        return [r for r in records if r.get("event") != "run"]  # each start's header is no decision
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,89 @@
+"""check-config catches what run would fail on: a missing extra, a state or log place that cannot be written,
+a YAML boolean where a string belongs, limits that disagree; a schedd it cannot reach is a warning."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from wire_daemon.cli.main import main
+from wire_daemon.runtime.settings import Settings
+
+SUBMIT_HOST = """
+site: {{kind: condor, submit_root: {root}}}
+cloud: {{kind: ec2, ec2: {{region: us-east-1, image_id: ami-1, instance_type: c5.large}}}}
+condor: {{control: {control}}}
+state_path: {state}
+log: {{decisions_path: {log}}}
+"""
+
+
+def _config(tmp_path: Path, control: str = '"off"', state: Path | None = None, log: Path | None = None) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        SUBMIT_HOST.format(
+            root=tmp_path,
+            control=control,
+            state=state or tmp_path / "state.sqlite",
+            log=log or tmp_path / "logs" / "decisions.jsonl",
+        )
+    )
+    return path
+
+
+def test_a_good_config_checks_out(tmp_path, capsys):
+    assert main(["check-config", str(_config(tmp_path))]) == 0
+    assert capsys.readouterr().out.startswith(f"{tmp_path / 'config.yaml'}: OK")
+
+
+def test_the_cloud_s_missing_extra_is_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "boto3", None)  # as where the ec2 extra is not installed
+    assert main(["check-config", str(_config(tmp_path))]) == 2
+    assert "cloud.kind ec2 needs boto3: pip install 'wire-daemon[ec2]'" in capsys.readouterr().err
+
+
+def test_a_missing_state_directory_is_an_error(tmp_path, capsys):
+    config = _config(tmp_path, state=tmp_path / "absent" / "state.sqlite")
+    assert main(["check-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "state_path" in err and f"its directory {tmp_path / 'absent'} does not exist" in err
+
+
+def test_a_log_place_that_cannot_be_made_is_an_error(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    config = _config(tmp_path, log=blocker / "logs" / "decisions.jsonl")
+    assert main(["check-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "log.decisions_path" in err and "is not a directory writable by this user" in err
+
+
+def test_an_unquoted_off_says_yaml_read_it_as_false(tmp_path, capsys):
+    assert main(["check-config", str(_config(tmp_path, control="off"))]) == 2
+    err = capsys.readouterr().err
+    assert "condor.control must be a string" in err and "YAML read an unquoted off" in err and "quote it" in err
+
+
+def test_a_steering_limit_above_the_guard_says_to_raise_the_guard_too(tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"steering: {{max_instances: 20}}\nstate_path: {tmp_path / 's.sqlite'}\n")
+    assert main(["check-config", str(config)]) == 2
+    assert "raise safety.max_instances to 20 or more too" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # imports the HTCondor bindings and asks for the local schedd
+def test_a_schedd_that_cannot_be_reached_is_a_warning_not_an_error(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("htcondor2")
+    monkeypatch.setenv("CONDOR_CONFIG", str(tmp_path / "no-condor-here"))
+    assert main(["check-config", str(_config(tmp_path, control="htcondor"))]) == 0
+    captured = capsys.readouterr()
+    assert ": OK" in captured.out and "WARNING: condor: the schedd cannot be reached now" in captured.err
+
+
+def test_the_defaults_are_the_documented_places():
+    example = (Path(__file__).resolve().parents[2] / "docs" / "config.example.yaml").read_text()
+    defaults = Settings()
+    assert f"state_path: {defaults.state_path}\n" in example
+    assert f"decisions_path: {defaults.log.decisions_path}\n" in example

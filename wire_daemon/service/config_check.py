@@ -1,0 +1,106 @@
+"""What ``check-config`` checks beyond the file itself: what ``run`` would otherwise fail on at its start.
+
+Errors (``ConfigError``, one line naming the key): the configured cloud's
+extra is not installed; the state file's directory is missing or not
+writable (``run`` does not make it: the systemd unit's ``StateDirectory``
+does); the decisions log's file or directory cannot be written or made.
+Warnings (lines the caller prints, the config is still OK): the schedd
+cannot be reached now, with HTCondor control on. Condor may start after the
+daemon, which then waits for it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from pathlib import Path
+
+from wire_daemon.core.errors import ConfigError
+from wire_daemon.execute.providers import provider
+from wire_daemon.runtime.settings import Settings
+
+SCHEDD_TIMEOUT_S = 10.0  # a collector that does not answer: the check gives up, it does not hang
+
+
+def check_run_needs(settings: Settings) -> None:
+    """The errors: a missing extra, a state or log place this user cannot write."""
+    if settings.site.kind == "condor":
+        provider(settings.cloud.kind).require_sdk()
+    _state_place(settings)
+    _log_place(settings)
+
+
+def _who() -> str:
+    return f"this user (uid {os.geteuid()})"
+
+
+def _state_place(settings: Settings) -> None:
+    state = Path(settings.state_path)
+    where = f"{settings.source}: state_path {settings.state_path!r}"
+    folder = state.parent
+    if not folder.is_dir():
+        raise ConfigError(
+            f"{where}: its directory {folder} does not exist; create it, writable by the daemon's user "
+            "(the systemd unit's StateDirectory does), or set state_path"
+        )
+    for path in (state, Path(f"{state}.lock")):  # the daemon holds a lock file beside the state file
+        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+            raise ConfigError(f"{where}: {path} is not writable by {_who()}")
+    if not state.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where}: its directory {folder} is not writable by {_who()}")
+
+
+def _log_place(settings: Settings) -> None:
+    log = Path(settings.log.decisions_path)
+    where = f"{settings.source}: log.decisions_path {settings.log.decisions_path!r}"
+    if log.exists():
+        if not os.access(log, os.W_OK):
+            raise ConfigError(f"{where}: {log} is not writable by {_who()}")
+        return
+    nearest = log.parent
+    while not nearest.exists() and nearest != nearest.parent:  # run makes the missing directories
+        nearest = nearest.parent
+    if not nearest.is_dir() or not os.access(nearest, os.W_OK | os.X_OK):
+        made = "" if nearest == log.parent else f" (run would make {log.parent} in it)"
+        raise ConfigError(f"{where}: {nearest} is not a directory writable by {_who()}{made}")
+
+
+def run_warnings(settings: Settings) -> list[str]:
+    """What may fail later but need not: the schedd, when HTCondor control is on."""
+    if settings.site.kind != "condor" or settings.condor.control != "htcondor":
+        return []
+    problem = _schedd_problem(settings)
+    if not problem:
+        return []
+    return [
+        f"condor: the schedd cannot be reached now ({problem}); the daemon needs it to steer the pool "
+        "(Condor may start later: the daemon waits for it)"
+    ]
+
+
+def _schedd_problem(settings: Settings) -> str:
+    """ "" when the schedd answers its address lookup; else why not, in a few words."""
+    outcome: list[str] = []
+
+    def locate() -> None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the bindings warn when no condor_config is found
+                import htcondor2
+
+            condor = settings.condor
+            collector = htcondor2.Collector(condor.collector) if condor.collector else htcondor2.Collector()
+            if condor.schedd:
+                collector.locate(htcondor2.DaemonType.Schedd, condor.schedd)
+            else:
+                htcondor2.Schedd()
+            outcome.append("")
+        except Exception as exc:  # whatever the bindings raise: the warning names its type and first line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            outcome.append(f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+
+    worker = threading.Thread(target=locate, daemon=True)
+    worker.start()
+    worker.join(SCHEDD_TIMEOUT_S)
+    return outcome[0] if outcome else f"no answer within {SCHEDD_TIMEOUT_S:g} s"
