@@ -126,3 +126,21 @@ def test_the_probe_reads_a_spot_price_only_when_the_section_asks(moto_ec2_config
     assert spot_lines(moto_ec2_config) == []
     (line,) = spot_lines(replace(moto_ec2_config, spot_prices="cloud"))
     assert line.ok and "USD an hour" in line.detail, line.line()
+
+
+def test_prices_read_from_ec2_need_the_currency_ec2_quotes(tmp_path):
+    from wire_daemon.runtime.settings import load_settings
+
+    def config(currency: str) -> str:
+        path = tmp_path / f"{currency}.yaml"
+        path.write_text(
+            f"site: {{kind: condor, submit_root: {tmp_path}}}\n"
+            "cloud: {kind: ec2, ec2: {region: us-east-1, image_id: ami-0123456789abcdef0, "
+            "instance_type: c5.large, spot_prices: cloud}}\n"
+            f"steering: {{currency: {currency}}}\n"
+        )
+        return str(path)
+
+    assert load_settings(config("USD")).steering.currency == "USD"
+    with pytest.raises(ConfigError, match=r"cloud.ec2 reads its prices from the cloud, in USD.*got 'EUR'"):
+        load_settings(config("EUR"))

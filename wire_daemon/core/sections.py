@@ -35,7 +35,7 @@ LARGEST = 10**18  # beyond any count or duration a setting holds, and still exac
 # The only secrets a config may hold (the inline opt-ins): their values are never quoted.
 SECRET_FIELDS = frozenset({"token", "admin_key"})
 _PRICES_FROM_CONFIG = (
-    "only cloud.ec2 reads prices from its cloud; this cloud's prices come from the config: "
+    "this cloud reads no prices from itself; its prices come from the config: "
     "steering.price_per_hour, or the price (and spot_price) of each steering.instance_types entry"
 )
 # Keys one setting owns, and where it lives: given in a cloud section, they are refused with this.

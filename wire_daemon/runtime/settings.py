@@ -148,11 +148,11 @@ class Settings(ReplayConfig):
             f"raise safety.max_instances to {wanted} or more too",
         )
         section = self.cloud.provider_section()
-        quoted = cloud == "ec2" and isinstance(section, dict) and section.get("spot_prices") == "cloud"
+        quoted = PROVIDERS[cloud].quoted_currency(section) if cloud in PROVIDERS and isinstance(section, dict) else None
         check(
-            not quoted or self.steering.currency == "USD",
-            "cloud.ec2.spot_prices cloud reads EC2's prices in USD per hour: set steering.currency to USD "
-            f"(got {self.steering.currency!r}) and give the on-demand prices in USD",
+            quoted is None or self.steering.currency == quoted,
+            f"cloud.{cloud} reads its prices from the cloud, in {quoted} per hour: set steering.currency to {quoted} "
+            f"(got {self.steering.currency!r}) and give the on-demand prices in {quoted}",
         )
 
 

@@ -425,6 +425,9 @@ class Provider:
     loggers: tuple[str, ...] = ()  # its libraries' loggers: quieted to warnings in the daemon's log
     # Worker (cloud.worker) defaults that only this cloud has, e.g. where its images keep credentials.
     worker_defaults: Mapping[str, str] = field(default_factory=dict)
+    # The currency its prices are quoted in when its config section reads them from the cloud (None: the
+    # prices come from the config): steering.currency must then name it.
+    quoted_currency: Callable[[Mapping[str, Any]], str | None] = field(default=lambda section: None)
 
     @property
     def default_delivery(self) -> str:

@@ -749,4 +749,5 @@ PROVIDER = base.Provider(
     sdk="boto3",
     deliveries=("ssm", "secretsmanager", "file", "inline"),
     loggers=("botocore", "boto3", "urllib3"),
+    quoted_currency=lambda section: "USD" if section.get("spot_prices") == "cloud" else None,
 )
