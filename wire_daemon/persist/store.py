@@ -84,7 +84,7 @@ CREATE TABLE IF NOT EXISTS controls (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     command TEXT NOT NULL,            -- pause | resume | hold | drain-all | terminate-all | deadline | budget
     count INTEGER,                    -- hold: the pool size to keep
-    argument TEXT,                    -- deadline: WHEN; budget: AMOUNT (either may be 'clear')
+    argument TEXT,                    -- deadline WHEN, budget AMOUNT (either may be 'clear')
     requested_at REAL NOT NULL,       -- wall clock
     requested_by TEXT NOT NULL DEFAULT '',
     applied_at REAL,                  -- wall clock, NULL until the daemon applies it

@@ -138,7 +138,8 @@ class PoolControl:
     def _steering_words(self) -> str:
         if not self.steering:
             return ""
-        given = ", ".join(f"{k} {'cleared' if v is None else v}" for k, v in sorted(self.steering.items()))
+        shown = {k: "cleared" if v is None else f"{v:g}" if isinstance(v, float) else v for k, v in self.steering.items()}
+        given = ", ".join(f"{k} {shown[k]}" for k in STEERING_COMMANDS.values() if k in shown)
         return f" ({given} by the operator)"
 
     def to_json(self) -> dict[str, Any]:
