@@ -138,8 +138,10 @@ class PoolControl:
     def _steering_words(self) -> str:
         if not self.steering:
             return ""
-        shown = {k: "cleared" if v is None else f"{v:g}" if isinstance(v, float) else v for k, v in self.steering.items()}
-        given = ", ".join(f"{k} {shown[k]}" for k in STEERING_COMMANDS.values() if k in shown)
+        words = {
+            k: "cleared" if v is None else f"{v:g}" if isinstance(v, float) else v for k, v in self.steering.items()
+        }
+        given = ", ".join(f"{k} {words[k]}" for k in STEERING_COMMANDS.values() if k in words)
         return f" ({given} by the operator)"
 
     def to_json(self) -> dict[str, Any]:
