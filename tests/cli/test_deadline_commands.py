@@ -11,11 +11,11 @@ from wire_daemon.runtime.settings import load_settings
 from wire_daemon.service.daemon import Daemon
 
 
-def _config(tmp_path: Path) -> Path:
+def _config(tmp_path: Path, policy: str = "wire") -> Path:
     path = tmp_path / "config.yaml"
     path.write_text(
         f"""
-policy: wire
+policy: {policy}
 site: {{kind: emulated, speedup: 1000000}}
 emulation: {{time_scale: 20}}
 steering: {{charging_unit_s: 900}}
@@ -64,3 +64,20 @@ def test_plan_names_the_cheapest_pool_that_meets_the_deadline(capsys):
     assert fit["instances"] > cheapest["instances"] and fit["makespan_s"] <= second + 1
     assert main(["plan", "--deadline", "1s"]) == 0
     assert "no pool size meets it; the fastest ends" in capsys.readouterr().out
+
+
+def test_the_daemon_applies_them_and_its_policy_plans_with_them(tmp_path, capsys):
+    config = _config(tmp_path, "target-slowdown")
+    Daemon(load_settings(config), str(config)).run(max_iterations=1)
+    assert main(["deadline", "90m", "--config", str(config)]) == 0
+    assert main(["budget", "12.5", "--config", str(config)]) == 0
+    daemon = Daemon(load_settings(config), str(config))
+    daemon._apply_controls()
+    assert daemon.runtime.control.steering == {"deadline": "90m", "budget": 12.5}
+    outcomes = [c.outcome for c in daemon.store.controls()]
+    assert outcomes[-2:] == ["applied: deadline set to 90m for this run", "applied: budget set to 12.5 for this run"]
+    daemon._iterate(daemon.runtime.now())
+    steering = daemon.loop.policy.inner.config  # the target-slowdown policy under the operator's control
+    assert (steering.deadline, steering.budget) == ("90m", 12.5)
+    assert "deadline 90m after start" in daemon.last_record["rule"]
+    assert "(deadline 90m, budget 12.5 by the operator)" in daemon.runtime.control.describe()
