@@ -239,7 +239,7 @@ def test_a_schema_2_state_file_gains_the_controls_table(tmp_path):
     assert (pending.seq, pending.command, pending.requested_by, pending.requested_at) == (seq, "pause", "me", 5.0)
     store.mark_control_applied(seq, "applied", now=6.0)
     assert store.pending_controls() == [] and store.controls()[0].applied_at == 6.0
-    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     store.close()
 
 

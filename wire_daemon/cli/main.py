@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from wire_daemon.cli.service_commands import CONFIG_HELP, add_service_commands
 from wire_daemon.core.config import MARKET_MODES, ReplayConfig
+from wire_daemon.core.deadlines import parse_deadline
 from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
@@ -156,6 +158,14 @@ def _add_plan(sub: Any) -> None:
     pl.add_argument(
         "--wall-clock", action="store_true", help="a live submit dir: now is the current time, not the last event"
     )
+    pl.add_argument(
+        "--deadline",
+        metavar="WHEN",
+        help="also name the cheapest pool size that meets this deadline (a time with its zone, or a duration: 8h)",
+    )
+    pl.add_argument(
+        "--quantile", choices=("p50", "p90"), default="p50", help="the estimate the deadline is met at (default p50)"
+    )
     pl.set_defaults(handler=_plan)
 
 
@@ -197,7 +207,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from wire_daemon.service.sizing import plan_input, render_text, report_json
+    from wire_daemon.service.sizing import fit_deadline, plan_input, render_text, report_json
 
     logging.getLogger("wire_daemon.monitor").setLevel(logging.ERROR)  # warnings are part of the report
     logging.getLogger("wire_daemon.core.run_state").setLevel(logging.ERROR)
@@ -207,12 +217,20 @@ def _plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-instances must be > 0 (got {limit})")
     if args.price is not None and not args.price >= 0:
         raise ConfigError(f"--price must be >= 0 (got {args.price:g})")
+    if args.deadline is not None:
+        try:
+            parse_deadline(args.deadline)
+        except ValueError as exc:
+            raise ConfigError(f"--deadline {exc}") from None
     if args.input:
         inputs, wall_clock = [Path(args.input)], args.wall_clock
     else:
         inputs, live = _plan_inputs(settings, args.config)
         wall_clock = args.wall_clock or live
     reports = [plan_input(path, settings, limit, args.price, wall_clock) for path in inputs]
+    if args.deadline is not None:
+        for report in reports:
+            report.deadline = fit_deadline(report, args.deadline, args.quantile, time.time())
     if args.json:
         shown = [report_json(r) for r in reports]
         print(json.dumps(shown[0] if len(shown) == 1 else shown, indent=2))

@@ -1,6 +1,6 @@
 """The service subcommands: run, check-config, status, decisions, report, and the operator's controls.
 
-The controls (pause, resume, hold N, drain-all, terminate-all) act through
+The controls (pause, resume, hold N, drain-all, terminate-all, deadline, budget) act through
 the daemon's state file: each writes a request there, the running daemon
 applies it within about a second (or at its next start, when it is down)
 and records the change in the decisions log.
@@ -20,9 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from wire_daemon.core.deadlines import FORMS as DEADLINE_FORMS
 from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.secrets import redact
 from wire_daemon.persist.store import StateStore, no_room
+from wire_daemon.runtime.control import CLEAR, steering_value
 from wire_daemon.runtime.settings import Settings, as_file, check_paths, load_settings
 from wire_daemon.service.config_check import check_run_needs, run_warnings
 from wire_daemon.service.decisions_log import Run, select_run
@@ -111,6 +113,10 @@ def add_service_commands(sub: Any) -> None:
         sub, "terminate-all", "terminate every instance now (running jobs are killed and rerun); then hold at 0"
     )
     terminate.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    deadline = _add_control(sub, "deadline", "set the workflow's deadline for this run, over the config's")
+    deadline.add_argument("argument", metavar="WHEN", help=f"{DEADLINE_FORMS}, or clear")
+    budget = _add_control(sub, "budget", "set the workflow's money budget for this run, over the config's")
+    budget.add_argument("argument", metavar="AMOUNT", help="money in steering.currency, or clear")
 
 
 def _add_control(sub: Any, name: str, text: str) -> argparse.ArgumentParser:
@@ -258,13 +264,19 @@ def _control(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     command = args.command
     count: int | None = getattr(args, "count", None)
+    argument: str | None = getattr(args, "argument", None)
+    if argument is not None and argument.strip() != CLEAR:
+        try:
+            steering_value(command, argument.strip())
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     if command == "hold" and count is not None:
         cap = min(settings.safety.max_instances, settings.steering.max_instances)
         if count < 0 or count > cap:
             raise ConfigError(f"hold {count}: N must be between 0 and {cap} (safety/steering max_instances)")
     path = Path(settings.state_path)
     status = read_status(path)
-    what = command + (f" {count}" if count is not None else "")
+    what = command + (f" {count}" if count is not None else "") + (f" {argument}" if argument else "")
     if settings.site.kind == "emulated" and status.daemon != "running" and status.started_wall is not None:
         # Each emulated run replays the workflow from its start: a command belongs to the run it was given to.
         raise ConfigError(
@@ -282,7 +294,7 @@ def _control(args: argparse.Namespace) -> int:
     store = open_state_file(path)
     try:
         try:
-            seq = store.request_control(command, count, by=_who())
+            seq = store.request_control(command, count, by=_who(), argument=argument)
         except sqlite3.OperationalError as exc:
             if no_room(exc):
                 raise InputError(

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from wire_daemon.core.billing import Billing
+from wire_daemon.core.deadlines import Deadline, parse_deadline
+from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.pricing import Offer, price_list
 from wire_daemon.core.sections import AtLeastOne, AtLeastZero, Positive, check, one_of, section
 
@@ -52,6 +54,8 @@ class InstanceType:
     spot_price: Annotated[float | None, Positive] = None
 
 
+# The probabilities a deadline can be met with (steering.deadline_quantile): the estimate's median or 90th percentile.
+DEADLINE_QUANTILES = ("p50", "p90")
 # Which market launches buy (steering.market): see plan/placement.py.
 MARKET_MODES = ("on-demand", "spot", "auto")
 
@@ -88,6 +92,14 @@ class SteeringConfig:
     # what the full pool (max_instances from the start) would take; the policy
     # spends as little as it can within it. 1.0: as fast as the pool can go.
     target_slowdown: Annotated[float, Field(ge=1.0)] = 1.0
+    # Policy target-slowdown: the operator's deadline for the workflow, a time with its zone
+    # (2026-11-27T08:00:00Z) or a duration from the workflow's start (8h, 90m: core/deadlines.py). Set,
+    # it replaces the target: the least money whose estimated end, at deadline_quantile, is by then.
+    deadline: str | None = None
+    deadline_quantile: Annotated[str, one_of(*DEADLINE_QUANTILES)] = "p50"
+    # The most money the workflow may cost, in `currency`: spent and committed on every instance the
+    # cloud listed for the pool. None: no budget. Policy target-slowdown never commits beyond it.
+    budget: Annotated[float | None, Positive] = None
     # Memory one instance has for jobs (partitionable slots): how many tasks fit is then the
     # smaller of the cores and this over the upcoming tasks' typical request_memory. 0: cores only (on
     # the emulated site, emulation.instance_memory_mib).
@@ -139,6 +151,15 @@ class SteeringConfig:
         check(self.min_instances <= self.max_instances, "steering.min_instances must not exceed steering.max_instances")
         names = [t.name for t in self.instance_types]
         check(len(set(names)) == len(names), f"steering.instance_types names must be distinct (got {', '.join(names)})")
+        if self.deadline is not None:
+            try:
+                parse_deadline(self.deadline)
+            except ValueError as exc:
+                raise ConfigError(f"steering.deadline {exc}") from None
+
+    def operator_deadline(self) -> Deadline | None:
+        """The deadline set, parsed (checked when the section was built); None: none set."""
+        return None if self.deadline is None else parse_deadline(self.deadline)
 
 
 @section("emulation")

@@ -16,6 +16,7 @@ not 5.5, and every ``*_s`` setting is a duration (>= 0).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import numbers
 from collections.abc import Callable
@@ -172,6 +173,8 @@ def _checked(kind: Any, value: Any, name: str) -> Any:
         return value if isinstance(value, bool) else _fail("must be true or false (got {got})", value, name)
     if kind in (int, float):
         return _number(kind, value, name)
+    if kind is str and isinstance(value, datetime.date):  # YAML read an unquoted timestamp: the text it was
+        return value.isoformat()
     if kind is str and isinstance(value, bool):  # YAML 1.1: unquoted on/off/yes/no are booleans
         words = "on, yes or true" if value else "off, no or false"
         _fail(f"must be a string (got {{got}}): YAML read an unquoted {words} as {str(value).lower()}; quote it", value)

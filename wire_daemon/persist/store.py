@@ -55,8 +55,8 @@ from wire_daemon.core.instances import LifecycleState
 log = logging.getLogger(__name__)
 
 # 2: instances.state holds the lifecycle state (core.instances); 3: the controls table;
-# 4: instances.release_at, and no decisions table
-SCHEMA_VERSION = 4
+# 4: instances.release_at, and no decisions table; 5: controls.argument
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -82,8 +82,9 @@ CREATE TABLE IF NOT EXISTS launch_requests (
 CREATE TABLE IF NOT EXISTS positions (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS controls (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    command TEXT NOT NULL,            -- pause | resume | hold | drain-all | terminate-all
+    command TEXT NOT NULL,            -- pause | resume | hold | drain-all | terminate-all | deadline | budget
     count INTEGER,                    -- hold: the pool size to keep
+    argument TEXT,                    -- deadline WHEN, budget AMOUNT (either may be 'clear')
     requested_at REAL NOT NULL,       -- wall clock
     requested_by TEXT NOT NULL DEFAULT '',
     applied_at REAL,                  -- wall clock, NULL until the daemon applies it
@@ -117,9 +118,10 @@ class ControlRequest:
     requested_by: str
     applied_at: float | None = None
     outcome: str | None = None
+    argument: str | None = None  # deadline WHEN, budget AMOUNT
 
 
-CONTROL_COMMANDS = ("pause", "resume", "hold", "drain-all", "terminate-all")
+CONTROL_COMMANDS = ("pause", "resume", "hold", "drain-all", "terminate-all", "deadline", "budget")
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,8 @@ class StateStore:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(instances)")}
             if "release_at" not in columns:  # a table older than schema 4: CREATE IF NOT EXISTS left it as it was
                 self._db.execute("ALTER TABLE instances ADD COLUMN release_at REAL")
+            if "argument" not in {row[1] for row in self._db.execute("PRAGMA table_info(controls)")}:
+                self._db.execute("ALTER TABLE controls ADD COLUMN argument TEXT")  # older than schema 5
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _transaction(self) -> _Tx:
@@ -393,14 +397,21 @@ class StateStore:
 
     # -- the operator's controls ---------------------------------------------------
 
-    def request_control(self, command: str, count: int | None = None, by: str = "", now: float | None = None) -> int:
+    def request_control(
+        self,
+        command: str,
+        count: int | None = None,
+        by: str = "",
+        now: float | None = None,
+        argument: str | None = None,
+    ) -> int:
         """Queue a command for the daemon; it applies the pending ones in order at its next look."""
         if command not in CONTROL_COMMANDS:
             raise ValueError(f"unknown control command {command!r}")
         with self._transaction():
             cursor = self._db.execute(
-                "INSERT INTO controls (command, count, requested_at, requested_by) VALUES (?, ?, ?, ?)",
-                (command, count, _now(now), by),
+                "INSERT INTO controls (command, count, requested_at, requested_by, argument) VALUES (?, ?, ?, ?, ?)",
+                (command, count, _now(now), by, argument),
             )
         return int(cursor.lastrowid or 0)
 
@@ -421,7 +432,7 @@ class StateStore:
         return [ControlRequest(*row) for row in reversed(list(rows))]
 
 
-_CONTROL_COLUMNS = "seq, command, count, requested_at, requested_by, applied_at, outcome"
+_CONTROL_COLUMNS = "seq, command, count, requested_at, requested_by, applied_at, outcome, argument"
 
 
 # Schema 1 kept the cloud's word (pending, running, ...) or 'terminated'.

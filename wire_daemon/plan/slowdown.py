@@ -32,6 +32,21 @@ queued or running task, as a reactive policy does. While a running task is
 predicted only from a prior, launches stop at a slot per queued or running
 task; once that has lasted two launch lags, so does what is kept.
 
+An operator's deadline (``steering.deadline``) replaces the target: the
+policy then takes the cheapest choice whose estimated end, at
+``steering.deadline_quantile`` (P50, or P90 from the tasks' 90th-percentile
+remaining times), is by the deadline; when none is, the one that ends
+soonest (the fastest it can go), and its decision line says by how much the
+deadline will be missed. While a queued or running task has nothing measured
+to predict it by, an estimate cannot speak for a deadline on the clock (a
+later stage may be many times longer than the prior says): the pool is then
+at least the reactive floor, a slot for every task still there at the next
+boot, as it is when late. A budget (``steering.budget``, money per workflow)
+keeps out every choice whose money still to pay, added to the bill of every
+instance the cloud listed so far, exceeds it, and caps launches and renewals
+at what is left; the decision line says when it binds. With neither set,
+nothing here changes what the policy decides.
+
 With nothing left to run the pool goes to ``min_instances`` at the units'
 ends, like WIRE. The decision record carries the estimates at the chosen
 size and one instance either side.
@@ -46,7 +61,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
+from wire_daemon.core.deadlines import Deadline
 from wire_daemon.core.instances import CloudState, Instance
+from wire_daemon.core.pricing import SECONDS_PER_HOUR, Bill, Market, Span, bill, money
 from wire_daemon.core.run_state import DONE, WAITING, RunState
 from wire_daemon.core.run_state import RUNNING as RUNNING_TASK
 from wire_daemon.plan.makespan import LevelModel, Levels, PoolMember, capacity_of, plan_instances, rank_members
@@ -77,6 +94,45 @@ class _Choice:
     cost: int  # units still to pay
     launch: int  # launched now
     release: tuple[str, ...]  # let go now (at the end of their paid unit)
+    end_q: float = math.nan  # estimated end at the operator's quantile (NaN: the estimate above)
+
+    @property
+    def end_at_quantile(self) -> float:
+        return self.end if math.isnan(self.end_q) else self.end_q
+
+
+@dataclass(frozen=True)
+class _Aim:
+    """What the operator set beyond the target: a deadline on the policy's clock, and money left to commit."""
+
+    deadline: float | None = None
+    shown: str = ""  # the deadline as a decision line names it
+    money_left: float | None = None  # the budget less the bill so far; None: no budget
+    unit_money: float = 1.0  # one charging unit of a new instance
+    budget: float | None = None
+
+
+def _within(choices: Iterable[_Choice], deadline: float, aim: _Aim) -> tuple[_Choice, bool]:
+    """The cheapest choice that ends by ``deadline`` at the operator's quantile, else the one least late,
+    among those the budget allows; and whether the budget kept a cheaper or faster choice out."""
+    every = list(choices)
+    affordable = [c for c in every if aim.money_left is None or c.cost * aim.unit_money <= aim.money_left + 1e-9]
+    allowed = affordable or [min(every, key=lambda c: (c.cost, c.end, c.size))]  # none fits: the cheapest
+    best = min(allowed, key=lambda c: (max(c.end_at_quantile - deadline, 0.0), c.cost, c.launch, c.end, c.size))
+    unbound = min(every, key=lambda c: (max(c.end_at_quantile - deadline, 0.0), c.cost, c.launch, c.end, c.size))
+    return best, unbound is not best and unbound.end_at_quantile < best.end_at_quantile
+
+
+def quantile_levels(model: LevelModel, state: RunState, prediction: Prediction, dispatch: DispatchEstimate) -> Levels:
+    """The remaining work with every task at its 90th-percentile remaining time: what a P90 end is estimated on.
+
+    The one place the deadline's P90 estimate comes from (the level-based model here): an estimator that
+    gives a makespan distribution replaces this function.
+    """
+    p90 = prediction.remaining_p90_s
+    if p90 is None:
+        return model.remaining(state, prediction, dispatch)
+    return model.remaining(state, replace(prediction, remaining_mean_s=p90, remaining_s=p90), dispatch)
 
 
 def _best(choices: Iterable[_Choice], deadline: float, price: float, target: float) -> _Choice:
@@ -107,6 +163,7 @@ class SlowdownPolicy:
         self._model: LevelModel | None = None
         self._released: dict[str, float] = {}  # instance -> when it is terminated
         self._guessing_since: float | None = None  # first of the decisions in a row under the speculation cap
+        self._billed: dict[str, Span] = {}  # every instance the cloud listed, for the workflow's budget
 
     def reconfigure(self, steering: SteeringConfig) -> None:
         self.config = steering
@@ -121,6 +178,8 @@ class SlowdownPolicy:
         dispatch = self.dispatch.estimate()
         model.learn(state)
         live = {i.instance_id for i in instances}
+        if config.budget is not None:  # before the releases of instances gone are forgotten: they end the bill
+            self._track(instances, now)
         self._released = {i: at for i, at in self._released.items() if i in live}
         pool = [
             i
@@ -138,16 +197,33 @@ class SlowdownPolicy:
         full = model.full_pool(state, prediction, dispatch, config.max_instances * config.slots_per_instance, now)
         cap = self._speculation_cap(state, prediction, levels)
         keep_at_most = cap if self._guessed_for(now, cap) >= GUESS_KEPT_LAGS * config.interval_s else None
-        best, choices, deadline = self._choices(
-            now, levels, pool, leaving, restart, dispatch, origin + full, keep_at_most
+        aim = self._aim(state, instances, now)
+        late_levels = None
+        if aim.deadline is not None and config.deadline_quantile == "p90":
+            late_levels = quantile_levels(model, state, prediction, dispatch)
+        best, choices, deadline, bound = self._choices(
+            now, levels, pool, leaving, restart, dispatch, origin + full, keep_at_most, aim, late_levels
         )
         floor = 0
-        if best.end > deadline:  # late whatever it does: at least a slot for every task still there at the next boot
-            floor = self._reactive_floor(levels, pool, self._blind(state, prediction))
+        blind = self._blind(state, prediction)
+        # Late whatever it does, or a deadline that an estimate of nothing measured cannot speak for: at least a
+        # slot for every task still there at the next boot.
+        if best.end_at_quantile > deadline or (aim.deadline is not None and blind):
+            floor = self._reactive_floor(levels, pool, blind)
         decision = self._decide(now, best, pool, floor, cap)
-        # Relative: on a real site the clock is epoch seconds, which nobody reads.
-        left = deadline - now
-        decision.rule += f"; deadline in {left:.0f} s" if left >= 0 else f"; deadline passed {-left:.0f} s ago"
+        if aim.money_left is not None:
+            bound = self._within_budget(now, decision, pool, aim) or bound
+        if aim.deadline is not None:
+            decision.rule += self._deadline_words(best, aim)
+        else:  # relative: on a real site the clock is epoch seconds, which nobody reads
+            left = deadline - now
+            decision.rule += f"; deadline in {left:.0f} s" if left >= 0 else f"; deadline passed {-left:.0f} s ago"
+        if bound and aim.budget is not None:
+            committed = aim.budget - (aim.money_left or 0.0)
+            if committed > aim.budget:
+                decision.rule += f"; budget {aim.budget:g} exceeded ({committed:.2f} committed): only the minimal pool"
+            else:
+                decision.rule += f"; budget {aim.budget:g} binds ({committed:.2f} committed)"
         estimates = [SizeEstimate(c.size, c.end, c.cost) for c in choices if abs(c.size - best.size) <= 1]
         return PlanResult(decision, upcoming, counts, prediction, estimates, full_pool_makespan_s=origin + full)
 
@@ -185,13 +261,18 @@ class SlowdownPolicy:
         dispatch: DispatchEstimate,
         full_pool_end: float,
         keep_at_most: int | None = None,
-    ) -> tuple[_Choice, list[_Choice], float]:
+        aim: _Aim | None = None,
+        late_levels: Levels | None = None,
+    ) -> tuple[_Choice, list[_Choice], float, bool]:
         """The best pool size, every size looked at (at most that many instances for any level), and the deadline.
 
         Every size up to 12 above the smallest is looked at, then sizes about
         15 % apart, then every size within 3 of the best of those: a few
         dozen schedules however large ``max_instances`` is. No size above
         ``keep_at_most``, unless the instances that cannot go already make more.
+        With an operator's deadline or budget (``aim``) the best is chosen by
+        ``_within``; ``late_levels``: the work at the operator's quantile, for
+        each choice's ``end_q``. The last value: whether the budget bound.
         """
         config, model = self.config, self._model
         assert model is not None
@@ -216,10 +297,26 @@ class SlowdownPolicy:
                     members = [dropped[b.instance_id] if b.instance_id in drop else b for b in base]
                 else:
                     members = [*base, *([new_member] * (size - len(kept)))]
-                schedule = model.schedule(levels, now, capacity_of(members), slots, dispatch.level_latency_s)
+                capacity = capacity_of(members)
+                schedule = model.schedule(levels, now, capacity, slots, dispatch.level_latency_s)
                 plan = plan_instances(members, schedule, billing, now, lag, interval, config.min_instances, lead, True)
-                seen[size] = _Choice(size, schedule.end, plan.cost_units, plan.launch_now, plan.release_now)
+                late = math.nan
+                if late_levels is not None:
+                    late = model.schedule(late_levels, now, capacity, slots, dispatch.level_latency_s).end
+                seen[size] = _Choice(size, schedule.end, plan.cost_units, plan.launch_now, plan.release_now, late)
             return seen[size]
+
+        def pick() -> tuple[_Choice, bool]:
+            if aim is None or (aim.deadline is None and aim.money_left is None):
+                return _best(seen.values(), deadline, price, config.target_slowdown), False
+            if aim.deadline is None:  # a budget alone: the target's choice among what the budget allows
+                allowed = [c for c in seen.values() if c.cost * aim.unit_money <= (aim.money_left or 0.0) + 1e-9]
+                free = _best(seen.values(), deadline, price, config.target_slowdown)
+                if not allowed:
+                    return min(seen.values(), key=lambda c: (c.cost, c.end, c.size)), True
+                chosen = _best(allowed, deadline, price, config.target_slowdown)
+                return chosen, chosen is not free
+            return _within(seen.values(), deadline, aim)
 
         size = low
         while size <= high:
@@ -228,12 +325,14 @@ class SlowdownPolicy:
         look(high)
         look(min(max(len(kept), low), high))
         deadline = self._deadline(now, full_pool_end, min(c.end for c in seen.values()))
-        best = _best(seen.values(), deadline, price, config.target_slowdown)
+        if aim is not None and aim.deadline is not None:
+            deadline = aim.deadline
+        best, _ = pick()
         for around in range(best.size - 3, best.size + 4):
             if low <= around <= high:
                 look(around)
-        best = _best(seen.values(), deadline, price, config.target_slowdown)
-        return best, [seen[k] for k in sorted(seen)], deadline
+        best, bound = pick()
+        return best, [seen[k] for k in sorted(seen)], deadline, bound
 
     def _deadline(self, now: float, full_pool_end: float, fastest_end: float) -> float:
         """When the workflow should end: the full pool's estimated end at target 1, above it a share of what is left.
@@ -287,6 +386,106 @@ class SlowdownPolicy:
             sunk = moment - start + lost
             cost[host] = max(cost[host], sunk)
         return cost
+
+    # -- the operator's deadline and budget --------------------------------------------
+
+    def _aim(self, state: RunState, instances: Sequence[Instance], now: float) -> _Aim:
+        """The deadline on this clock (a duration counts from the workflow's first event) and the money left."""
+        config = self.config
+        given: Deadline | None = config.operator_deadline()
+        deadline = shown = None
+        if given is not None:
+            start = state.first_event_time if state.first_event_time is not None else now
+            deadline, shown = given.resolve(start), given.shown()
+        if config.budget is None:
+            return _Aim(deadline, shown or "")
+        spent = self._bill(instances, now)
+        unit = self._new_price() * config.billing.charging_unit_s / SECONDS_PER_HOUR  # what the model's units cost
+        return _Aim(deadline, shown or "", config.budget - spent.total, unit, config.budget)
+
+    def _price(self, instance: Instance) -> float:
+        offers = self.config.offers()
+        offer = offers.get(instance.instance_type) or next(iter(offers.values()))
+        return offer.price_per_hour(instance.market) if offer.offers(instance.market) else offer.on_demand_per_hour
+
+    def _new_price(self) -> float:
+        """A launch priced on-demand, the dearest market: the budget is never counted on a cheaper one."""
+        return next(iter(self.config.offers().values())).price_per_hour(Market.ON_DEMAND)
+
+    def _bill(self, instances: Sequence[Instance], now: float) -> Bill:
+        """What every instance the cloud listed for this workflow has cost, spent and committed, at ``now``."""
+        self._track(instances, now)
+        return bill(list(self._billed.values()), self.config.billing, now)
+
+    def _track(self, instances: Sequence[Instance], now: float) -> None:
+        """Add the instances listed for the first time; end those no longer listed, when they were to be
+        terminated or at the latest now."""
+        listed = {i.instance_id for i in instances}
+        for iid, span in list(self._billed.items()):
+            if span.end is None and iid not in listed:
+                self._billed[iid] = replace(span, end=min(self._released.get(iid, now), now))
+        for i in instances:
+            if i.instance_id not in self._billed and i.state in (CloudState.RUNNING, CloudState.PENDING):
+                self._billed[i.instance_id] = Span(self._price(i), i.launch_time, None)
+
+    def _within_budget(self, now: float, decision: SteeringDecision, pool: Sequence[Instance], aim: _Aim) -> bool:
+        """Cut what the decision would commit by the next one to the money left; True if anything was cut.
+
+        Launches go first; then instances whose paid time runs out before the next decision are let go
+        (those whose unit ends first), since keeping them commits their next charge. The minimal pool
+        (``min_instances``) is kept whatever the budget, as PFA keeps it: a workflow cannot end on no
+        instance. With ``min_instances: 0`` the pool goes, and the workflow waits for a larger budget.
+        """
+        config, billing = self.config, self.config.billing
+        left = aim.money_left or 0.0
+        horizon = now + config.interval_s
+        going = set(decision.release)
+        renewing = [
+            (
+                money(billing, self._price(i), i.launch_time, horizon)
+                - money(billing, self._price(i), i.launch_time, now),
+                i,
+            )
+            for i in pool
+            if i.instance_id not in going
+        ]
+        renewing = [(m, i) for m, i in renewing if m > 1e-12]
+        keep_cost = sum(m for m, _ in renewing)
+        one_launch = money(billing, self._new_price(), now, horizon)
+        affordable = max(math.floor((left - keep_cost) / one_launch + 1e-9), 0) if one_launch > 0 else decision.launch
+        staying = len(pool) - len(going & {i.instance_id for i in pool})
+        affordable = max(affordable, config.min_instances - staying)
+        cut = False
+        if decision.launch > affordable:
+            decision.launch, cut = affordable, True
+        over = keep_cost - left
+        for m, i in sorted(
+            renewing, key=lambda x: (billing.time_to_next_charge(x[1].launch_time, now), x[1].instance_id)
+        ):
+            if over <= 1e-9 or staying + decision.launch <= config.min_instances:
+                break
+            staying -= 1
+            at = release_time(now, billing.time_to_next_charge(i.launch_time, now), config.release_guard_s)
+            decision.release.append(i.instance_id)
+            decision.release_at[i.instance_id] = at
+            self._released[i.instance_id] = at
+            over, cut = over - m, True
+        if cut:
+            decision.target = len(pool) + decision.launch - len(set(decision.release) & {i.instance_id for i in pool})
+        return cut
+
+    @staticmethod
+    def _deadline_words(best: _Choice, aim: _Aim) -> str:
+        """``; deadline 08:00Z met with ~12 min to spare`` or ``; deadline 08:00Z missed by ~25 min at full pool``."""
+        assert aim.deadline is not None
+        gap = aim.deadline - best.end_at_quantile
+        if not math.isfinite(gap):
+            return f"; deadline {aim.shown}: no estimate of the end yet"
+        minutes = abs(gap) / 60.0
+        amount = f"~{minutes:.0f} min" if minutes >= 1 else f"~{abs(gap):.0f} s"
+        if gap >= 0:
+            return f"; deadline {aim.shown} met with {amount} to spare"
+        return f"; deadline {aim.shown} missed by {amount} at full pool"
 
     # -- the decision -----------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The operator's hand on the pool: pause, resume, hold N, drain-all, terminate-all.
+"""The operator's hand on the pool: pause, resume, hold N, drain-all, terminate-all; a deadline and a budget.
 
 ``PoolControl`` is the mode the operator set; ``ControlledPolicy`` is a
 ``ScalingPolicy`` decorator that applies it over whatever policy runs. The
@@ -19,7 +19,13 @@ predictions); in a mode other than ``auto`` its decision is replaced:
   With HTCondor control on, a worker whose slot is still claimed after the
   drain is terminated when the claim ends (the guard's rule).
 
-``resume`` returns to ``auto``. The commands reach the daemon through the
+``resume`` returns to ``auto``.
+
+``deadline WHEN`` and ``budget AMOUNT`` set ``steering.deadline`` and
+``steering.budget`` for the run, over what the config says (``clear``: none,
+whatever the config says); they change no mode. The policy is reconfigured
+with them at its next plan, and again after every reload of the config, until
+a later command changes them. The commands reach the daemon through the
 state file (``StateStore.request_control``); the daemon applies them
 (``PoolControl.apply``), persists the mode, and journals each change.
 
@@ -37,18 +43,22 @@ stronger is carried out: terminate-all outranks drain-all whatever the order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
+from wire_daemon.core.deadlines import parse_deadline
 from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
 from wire_daemon.core.run_state import RunState
 from wire_daemon.plan.steering import release_time
 from wire_daemon.ports.policy import PlanResult, ScalingPolicy, SteeringDecision
 
 AUTO, PAUSED, HOLD = "auto", "paused", "hold"
+CLEAR = "clear"  # the argument of deadline / budget that removes it
+# The commands that set a steering key for the run, and the key each sets.
+STEERING_COMMANDS = {"deadline": "deadline", "budget": "budget"}
 _GOING = (LifecycleState.DRAINING, LifecycleState.TERMINATING, LifecycleState.TERMINATED, LifecycleState.VANISHED)
 
 
@@ -64,9 +74,13 @@ class PoolControl:
     # Set by the daemon, not the operator, and never persisted with the mode: why it is in its safe state
     # (service/safe_state.py). While set, nothing changes the pool whatever the mode; "" outside it.
     safe: str = ""
+    # Steering keys the operator set for the run (deadline, budget), over the config's; None: cleared.
+    steering: dict[str, Any] = field(default_factory=dict)
 
-    def apply(self, command: str, count: int | None = None, when: float | None = None) -> str:
+    def apply(self, command: str, count: int | None = None, when: float | None = None, argument: str = "") -> str:
         """Take an operator's command and say what it does; raises ValueError for one it does not know."""
+        if command in STEERING_COMMANDS:
+            return self._set_steering(command, argument)
         pending = self.action
         if command == "pause":
             self.mode = PAUSED
@@ -83,6 +97,14 @@ class PoolControl:
             raise ValueError(f"unknown control command {command!r}")
         self.command, self.since = command, when
         return self._outcome(command, pending)
+
+    def _set_steering(self, command: str, argument: str) -> str:
+        key, given = STEERING_COMMANDS[command], argument.strip()
+        if given == CLEAR:
+            self.steering[key] = None
+            return f"{command} cleared: none for this run, whatever the config says"
+        self.steering[key] = steering_value(command, given)
+        return f"{command} set to {given} for this run"
 
     def after_action(self) -> str:
         """The mode the pool is in once the one-shot action is carried out, in words."""
@@ -111,7 +133,16 @@ class PoolControl:
             how = " after drain-all" if self.command == "drain-all" else ""
             how = " after terminate-all" if self.command == "terminate-all" else how
             return f"held at {self.count} instance(s) by the operator{how}{pending}"
-        return f"{first}automatic: the scaling policy decides"
+        return f"{first}automatic: the scaling policy decides{self._steering_words()}"
+
+    def _steering_words(self) -> str:
+        if not self.steering:
+            return ""
+        words = {
+            k: "cleared" if v is None else f"{v:g}" if isinstance(v, float) else v for k, v in self.steering.items()
+        }
+        given = ", ".join(f"{k} {words[k]}" for k in STEERING_COMMANDS.values() if k in words)
+        return f" ({given} by the operator)"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,7 +151,7 @@ class PoolControl:
             "action": self.action,
             "command": self.command,
             "since": self.since,
-        }
+        } | ({"steering": dict(self.steering)} if self.steering else {})
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> PoolControl:
@@ -135,7 +166,39 @@ class PoolControl:
             action=data.get("action", "") if data.get("action") in ("drain-all", "terminate-all") else "",
             command=str(data.get("command", "")),
             since=data.get("since") if isinstance(data.get("since"), (int, float)) else None,
+            steering=_kept_steering(data.get("steering")),
         )
+
+
+def steering_value(command: str, given: str) -> Any:
+    """The value ``deadline WHEN`` or ``budget AMOUNT`` sets; ValueError with one line naming the argument."""
+    if command == "deadline":
+        try:
+            parse_deadline(given)
+        except ValueError as exc:
+            raise ValueError(f"deadline WHEN {exc}") from None
+        return given
+    try:
+        amount = float(given)
+    except ValueError:
+        raise ValueError(f"budget AMOUNT must be a number of money above 0, or {CLEAR} (got {given!r})") from None
+    if not amount > 0 or amount == float("inf"):
+        raise ValueError(f"budget AMOUNT must be a number of money above 0, or {CLEAR} (got {given!r})")
+    return amount
+
+
+def _kept_steering(data: Any) -> dict[str, Any]:
+    """The operator's steering keys a state file kept; one that no longer reads is dropped, not trusted."""
+    kept: dict[str, Any] = {}
+    for command, key in STEERING_COMMANDS.items():
+        if not isinstance(data, dict) or key not in data:
+            continue
+        value = data[key]
+        try:
+            kept[key] = None if value is None else steering_value(command, str(value))
+        except ValueError:
+            continue
+    return kept
 
 
 class ControlledPolicy:
@@ -149,12 +212,16 @@ class ControlledPolicy:
         self.control = control
         self.lifecycle = lifecycle
         self.steering = steering
+        self._given: dict[str, Any] = {}  # the operator's steering keys the inner policy was last given
 
     def reconfigure(self, steering: SteeringConfig) -> None:
         self.steering = steering
-        self.inner.reconfigure(steering)
+        self._given = dict(self.control.steering)
+        self.inner.reconfigure(replace(steering, **self._given))
 
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
+        if self.control.steering != self._given:  # a deadline or budget command since the last plan
+            self.reconfigure(self.steering)
         result = self.inner.plan(now, state, instances, queue_order)
         control = self.control
         if control.mode == AUTO and not control.action and not control.safe:

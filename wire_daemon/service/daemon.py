@@ -407,7 +407,9 @@ class Daemon:
         control, acted = self.runtime.control, False
         for request in pending:
             try:
-                outcome = control.apply(request.command, request.count, when=time.time())
+                outcome = control.apply(
+                    request.command, request.count, when=time.time(), argument=request.argument or ""
+                )
             except ValueError as exc:
                 self.store.mark_control_applied(request.seq, f"refused: {exc}")
                 log.warning("operator's command %s refused: %s", request.command, exc)

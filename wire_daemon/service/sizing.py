@@ -26,6 +26,7 @@ import numpy as np
 
 from wire_daemon.analyze.dispatch import DispatchLearner
 from wire_daemon.analyze.distribution import DistributionPredictor
+from wire_daemon.core.deadlines import parse_deadline
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.run_state import RUNNING, RunState
 from wire_daemon.core.workflow import Workflow
@@ -72,6 +73,40 @@ class PlanReport:
     price: float | None  # per instance and charging unit
     sizes: list[PoolSizeEstimate] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    deadline: DeadlineFit | None = None  # plan --deadline: the cheapest size that meets it
+
+
+@dataclass
+class DeadlineFit:
+    """``plan --deadline``: the cheapest pool size whose makespan, at the quantile, ends by the deadline."""
+
+    given: str  # as the operator wrote it
+    quantile: str  # p50 | p90 (the plain estimate where the sizes have no spread)
+    within_s: float  # from the workflow's start (a trace: from now, the run starting now)
+    instances: int | None  # None: no size meets it
+    makespan_s: float
+    cost_units: int
+    late_s: float = 0.0  # no size meets it: the fastest size ends this much after the deadline
+
+
+def fit_deadline(report: PlanReport, given: str, quantile: str, wall_now: float) -> DeadlineFit | None:
+    """The cheapest size that meets ``given`` (core/deadlines.py), at ``quantile``; else the fastest and how late."""
+    if not report.sizes:
+        return None
+    deadline = parse_deadline(given)
+    start = wall_now if report.now is None else report.now - report.elapsed_s
+    within = deadline.resolve(start) - start
+
+    def end(size: PoolSizeEstimate) -> float:
+        spread = size.p90_makespan_s if quantile == "p90" else size.p50_makespan_s
+        return size.makespan_s if spread is None else spread
+
+    meeting = [z for z in report.sizes if end(z) <= within]
+    if meeting:
+        best = min(meeting, key=lambda z: (z.cost_units, z.instances))
+        return DeadlineFit(given, quantile, within, best.instances, end(best), best.cost_units)
+    fastest = min(report.sizes, key=lambda z: (end(z), z.cost_units))
+    return DeadlineFit(given, quantile, within, None, end(fastest), fastest.cost_units, end(fastest) - within)
 
 
 def plan_input(
@@ -247,9 +282,24 @@ def render_text(report: PlanReport) -> str:
             if report.kind == "trace":
                 why = "the trace's task times are known"
             lines.append(f"(no P50/P90: {why}, so the task times have no spread)")
+    if report.deadline is not None:
+        lines += ["", _deadline_line(report.deadline)]
     if report.warnings:
         lines += ["", f"warnings ({len(report.warnings)}):", *(f"  {w}" for w in report.warnings)]
     return "\n".join(lines)
+
+
+def _deadline_line(fit: DeadlineFit) -> str:
+    head = f"deadline {fit.given} ({duration(fit.within_s)} from the start, {fit.quantile})"
+    if fit.instances is None:
+        return (
+            f"{head}: no pool size meets it; the fastest ends {duration(fit.makespan_s)} from the start, "
+            f"missed by ~{duration(fit.late_s)}"
+        )
+    return (
+        f"{head}: the cheapest pool that meets it is {fit.instances} instance(s), "
+        f"{duration(fit.makespan_s)}, {fit.cost_units} unit(s)"
+    )
 
 
 def _terms(report: PlanReport) -> list[str]:

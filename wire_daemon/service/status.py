@@ -164,7 +164,8 @@ class ControlStatus:
 
     @classmethod
     def of(cls, control: PoolControl) -> ControlStatus:
-        return cls(**control.to_json(), describe=control.describe())
+        mode = {k: v for k, v in control.to_json().items() if k != "steering"}  # the deadline, budget: in describe
+        return cls(**mode, describe=control.describe())
 
     @classmethod
     def from_json(cls, data: object) -> ControlStatus:
