@@ -79,3 +79,10 @@ def test_the_daemon_applies_them_and_its_policy_plans_with_them(tmp_path, capsys
     assert (steering.deadline, steering.budget) == ("90m", 12.5)
     assert "deadline 90m after start" in daemon.last_record["rule"]
     assert "(deadline 90m, budget 12.5 by the operator)" in daemon.runtime.control.describe()
+    daemon.store.close()
+    lines = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]
+    said = [r["rule"] for r in lines if r.get("event") == "control"]
+    assert [r.split(" (by ")[0] for r in said[-2:]] == [
+        "operator: deadline set to 90m for this run",
+        "operator: budget set to 12.5 for this run",
+    ]

@@ -143,6 +143,7 @@ class ControlChanged:
     count: int | None = None
     requested_at: float = 0.0  # wall clock
     requested_by: str = ""
+    outcome: str = ""  # what the command did, in words (for the commands that set a value, not a mode)
 
     @property
     def line(self) -> str:
@@ -154,7 +155,7 @@ class ControlChanged:
             "hold": f"pool held{held}",
             "drain-all": "draining every instance (each terminated when its paid unit ends); pool held at 0",
             "terminate-all": "terminating every instance now; pool held at 0",
-        }.get(self.command, f"{self.command}: mode {self.mode}{held}")
+        }.get(self.command, self.outcome or f"{self.command}: mode {self.mode}{held}")
         return f"operator: {what}{by}"
 
     def to_json(self) -> dict[str, object]:

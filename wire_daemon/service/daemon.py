@@ -428,6 +428,7 @@ class Daemon:
                 control.count if control.mode == "hold" else None,
                 request.requested_at,
                 request.requested_by,
+                outcome,
             )
             self.journal.publish(event)
             log.info("%s", event.line)
