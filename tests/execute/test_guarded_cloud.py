@@ -171,6 +171,18 @@ def test_instances_dying_young_pause_launches_with_growing_back_off(world):
     assert len(cloud.launch(1)) == 1
 
 
+def test_a_reclaimed_spot_instance_is_an_interruption_not_a_failure_and_pauses_no_launch(world):
+    clock, driver, store, guarded = world
+    cloud = guarded(backoff_initial_s=300.0, died_young_s=600.0)
+    driver.live["i-spot"] = Instance("i-spot", 0.0, 4, "running", market=Market.SPOT)
+    cloud.list_instances()  # adopted, with its market
+    clock["t"] = 120.0
+    driver.live.clear()  # reclaimed by the cloud two minutes after launch
+    cloud.list_instances()
+    assert not [n for n in notes_of(cloud) if "died" in n]
+    assert len(cloud.launch(1)) == 1  # its capacity can be replaced at once
+
+
 def test_instances_that_never_join_are_terminated_and_count_as_failures(world):
     clock, driver, store, guarded = world
     cloud = make_guard(driver, store, SafetyConfig(join_timeout_s=600.0), lambda: clock["t"], joined=lambda i: False)

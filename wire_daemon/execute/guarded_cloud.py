@@ -429,7 +429,10 @@ class GuardedCloud:
                 self._ended(record, "released")
                 continue
             self._ended(record, "vanished")
-            if now - record.launch_time < self.config.died_young_s:
+            # A spot instance that vanished was reclaimed (an interruption, counted as one by SpotFallback),
+            # not a broken image: it pauses no launch, so its capacity can be replaced at once.
+            reclaimed = self._market_of.get(record.instance_id) is Market.SPOT
+            if now - record.launch_time < self.config.died_young_s and not reclaimed:
                 failures.append(f"instance {record.instance_id} died {now - record.launch_time:.0f} s after launch")
         unjoined = [i for i in live if self._never_joined(i)]
         failures += [
