@@ -78,6 +78,7 @@ def test_remap_moves_whole_paths_only() -> None:
     text = (
         "SEC_TOKEN_DIRECTORY = /etc/condor/tokens.d\nexec /sbin/poweroff\nTOKEN_SOURCE='/etc/wire-worker/t'\n"
         "MD=http://169.254.169.254\n/etc/condorx stays\nx/etc/condor stays\n#!/bin/sh\n"
+        'C="${WIRE_C:-/etc/condor/config.d/99.conf}"\nD=${WIRE_D:-/etc/condor}\n--x/etc/condor stays\n'
     )
     assert remap(text, root, REMAPPED).splitlines() == [
         "SEC_TOKEN_DIRECTORY = /w/root/etc/condor/tokens.d",
@@ -87,6 +88,9 @@ def test_remap_moves_whole_paths_only() -> None:
         "/etc/condorx stays",
         "x/etc/condor stays",
         "#!/bin/sh",
+        'C="${WIRE_C:-/w/root/etc/condor/config.d/99.conf}"',  # a shell default is a path of its own
+        "D=${WIRE_D:-/w/root/etc/condor}",
+        "--x/etc/condor stays",
     ]
 
 

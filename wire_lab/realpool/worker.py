@@ -379,7 +379,9 @@ def boot_settings(data: dict[str, Any]) -> dict[str, str]:
 def remap(text: str, root: Path, prefixes: tuple[str, ...]) -> str:
     """Move absolute paths under ``prefixes`` below ``root`` (whole path components only)."""
     alternatives = "|".join(re.escape(p.rstrip("/")) for p in sorted(prefixes, key=len, reverse=True))
-    pattern = re.compile(rf"(?<![\w.~/-])(?:{alternatives})(?=[/\s'\"`;:)|&>]|$)", flags=re.MULTILINE)
+    # Not inside another word or path; but a shell default (``${VAR:-/etc/...}``) is a path of its own.
+    start = r"(?:(?<=:-)|(?<![\w.~/-]))"
+    pattern = re.compile(rf"{start}(?:{alternatives})(?=[/\s'\"`;:)|&>}}]|$)", flags=re.MULTILINE)
     return pattern.sub(lambda m: str(root) + m.group(0), text)
 
 
