@@ -43,9 +43,13 @@ from wire_lab.realpool.pool import PersonalPool
 from wire_lab.realpool.proc import wait_for
 from wire_lab.realpool.session import CloudHistory, DaemonRun, RunSettings, cloud_history, wait_for_dag
 
-SETTINGS = dict(time_scale=1.0, charging_unit_s=30.0, interval_s=5.0, max_instances=2, slots=4)
+from .jobs import instance_of
+
+SETTINGS = dict(time_scale=1.0, charging_unit_s=30.0, interval_s=4.0, max_instances=2, slots=4)
 DAEMON_CONFIG = {"steering": {"market": "spot"}}
-STAGES = (("first", 8, 15.0), ("second", 8, 15.0), ("third", 8, 15.0))  # each waits for all of the one before
+# Each stage waits for all of the one before. The second's tasks outlast the notice's grace: the worker that
+# hears it leaves with jobs running, which go back to the queue and run again on the replacement.
+STAGES = (("first", 4, 8.0), ("second", 4, 25.0), ("third", 4, 8.0))
 NOTICE_S = 26.0  # the notice's reclaim time from now (EC2 gives two minutes; the watch leaves 20 s before)
 AWAY = "HTCondor unreachable"
 BACK = "HTCondor answers again"
@@ -101,7 +105,7 @@ def weathered(
         pool.submit_dag(written.dag)
         wait_for(lambda: _count(run, BACK) >= 1, "the daemon's line saying HTCondor answers again", 60.0)
         # 2. Mid-run, workers up and jobs running: the schedd restarts.
-        wait_for(lambda: _done(run) >= 4 and _live(ec2, name), "a running pool with tasks done", RUN_TIMEOUT_S)
+        wait_for(lambda: _running(run) >= 1, "jobs running on the pool", RUN_TIMEOUT_S)
         live_before = _live(ec2, name)
         restarted = time.monotonic()
         pool.run_as_root(["condor_restart", "-schedd"])
@@ -109,7 +113,7 @@ def weathered(
         timings["restart_away_s"] = time.monotonic() - restarted
         live_after_back = _live(ec2, name)
         # 3. A spot worker running jobs hears the interruption notice.
-        victim = wait_for(lambda: _busy_worker(pool, ec2, name), "a spot worker running jobs", RUN_TIMEOUT_S)
+        victim = wait_for(lambda: _busy_worker(pool, ec2, run), "a spot worker running jobs", RUN_TIMEOUT_S)
         notice = metadata.notice(victim, NOTICE_S)
         wait_for(lambda: not _slots(pool, victim), f"{victim} out of the pool", NOTICE_S + 60.0)
         left_pool_at = time.time()
@@ -186,6 +190,10 @@ def test_a_spot_notice_stops_new_jobs_and_the_worker_leaves_then_ends(weathered:
     assert not late, f"jobs started on {victim} after its notice: {late}"
     assert weathered.left_pool_at is not None and weathered.left_pool_at <= notice.at + 10.0
     assert victim in weathered.history.ended and victim not in weathered.history.live
+    # Its running jobs went back to the queue and ran again on another worker (once each: no node twice).
+    on_victim = {job for _, job, host in weathered.executions if host == victim}
+    again = {job for _, job, host in weathered.executions if job in on_victim and host not in ("", victim)}
+    assert again, f"no job of {victim} ran again elsewhere"
 
 
 def test_the_daemon_records_the_interruption_and_replaces_the_capacity(
@@ -249,15 +257,21 @@ def _slots(pool: PersonalPool, instance_id: str) -> list[Any]:
     import htcondor2
 
     constraint = f'WireInstanceId == "{instance_id}"'
-    return list(pool.collector().query(htcondor2.AdType.Startd, constraint=constraint, projection=["State"]))
+    projection = ["State", "Activity"]
+    return list(pool.collector().query(htcondor2.AdType.Startd, constraint=constraint, projection=projection))
 
 
-def _busy_worker(pool: PersonalPool, ec2: Any, pool_name: str) -> str | None:
-    """A live spot instance of the pool with a claimed slot, while another stage is still to come."""
-    for instance_id in _live(ec2, pool_name, spot_only=True):
-        if any(ad.get("State") == "Claimed" for ad in _slots(pool, instance_id)):
-            return instance_id
-    return None
+def _busy_worker(pool: PersonalPool, ec2: Any, run: DaemonRun) -> str | None:
+    """A live spot instance of the pool running a job of the second stage, as the schedd says."""
+    spot = _live(ec2, run.settings.pool_name, spot_only=True)
+    try:
+        ads = pool.schedd().query(constraint="JobStatus == 2", projection=["DAGNodeName", "RemoteHost"])
+    except Exception:  # noqa: BLE001 - the schedd is back from its restart moments ago: ask again
+        return None
+    second = STAGES[1][0]
+    running = [ad for ad in ads if str(ad.get("DAGNodeName", "")).startswith(second)]
+    hosts = [instance_of(str(ad.get("RemoteHost", ""))) for ad in running]
+    return next((h for h in hosts if h in spot), None)
 
 
 def _ended_by_cloud(ec2: Any, instance_id: str, notice: Notice) -> bool:
@@ -317,9 +331,9 @@ def _count(run: DaemonRun, text: str) -> int:
     return sum(text in line for line in _log(run))
 
 
-def _done(run: DaemonRun) -> int:
+def _running(run: DaemonRun) -> int:
     decisions = run.decisions()
-    return int(decisions[-1].get("done", 0)) if decisions else 0
+    return int(decisions[-1].get("running", 0)) if decisions else 0
 
 
 def _live(ec2: Any, pool_name: str | None, spot_only: bool = False, ids: list[str] | None = None) -> list[str]:
