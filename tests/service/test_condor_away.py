@@ -195,9 +195,12 @@ def test_a_schedd_restart_mid_run_holds_the_pool_then_finds_the_schedd_again(tmp
     assert not [r for r in caplog.records if r.exc_info]
 
 
-def test_a_pool_that_cannot_be_asked_never_makes_a_worker_unjoined_or_unclaimed():
+def test_a_pool_that_cannot_be_asked_never_makes_a_worker_unjoined_or_unclaimed(caplog):
     condor = Condor(up=False)
     control = _control(condor)
+    with caplog.at_level(logging.INFO):
+        assert control.has_joined("i-1") is True and control.has_joined("i-2") is True
+    assert len(caplog.records) == 1, "one line per outage, not one per instance asked about"
     assert control.has_joined("i-1") is True
     assert control.holds_claims("i-1") is True
     assert control.worker_addresses() == {}

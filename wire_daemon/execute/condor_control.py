@@ -106,6 +106,7 @@ class HTCondorControl:
     startd_factory: Callable[[Any], Any] | None = None
     errors: int = 0
     locate_schedd: Callable[[], ScheddLike] | None = None  # how to find the schedd again after it went away
+    _collector_failing: bool = False  # said once per outage, not once per instance asked about
     _boosts: dict[str, _Boost] = field(default_factory=dict)
     _requests: dict[str, _Request] = field(default_factory=dict)  # wanted RequestMemory per node
     _ranks: dict[str, _Rank] = field(default_factory=dict)  # the market each node's job ranks first
@@ -310,11 +311,15 @@ class HTCondorControl:
     def _query(self, constraint: str, projection: Sequence[str], what: str) -> list[Any] | None:
         """The startd ads the constraint selects; None when the collector does not answer."""
         try:
-            return list(self.collector.query(_startd_type(), constraint=constraint, projection=list(projection)))
+            ads = list(self.collector.query(_startd_type(), constraint=constraint, projection=list(projection)))
         except Exception as exc:
             self.errors += 1
-            log.warning("collector query for %s failed: %s", what, _first_line(exc))
+            level = logging.DEBUG if self._collector_failing else logging.WARNING
+            log.log(level, "collector query for %s failed: %s", what, _first_line(exc))
+            self._collector_failing = True
             return None
+        self._collector_failing = False
+        return ads
 
     def _startd(self, ad: Any) -> Any:
         if self.startd_factory is not None:

@@ -477,6 +477,7 @@ class Daemon:
             record = self.loop.iterate(now)
         except CondorUnreachable as exc:  # weather: no decision, no failure counted
             self._condor_is_away(exc)
+            self.store.set_meta("heartbeat", json.dumps({"wall": time.time(), "virtual": now}))  # alive, waiting
             return
         except Exception as exc:  # one bad iteration must not kill the service
             log.exception("iteration at %s failed; the loop goes on", self._when(now))
