@@ -4,8 +4,10 @@
 # spot/instance-action (EC2 posts it two minutes before it reclaims the instance). On a notice:
 # 1. the startd takes no new job (START = False, then a reconfig by signal: no credentials needed);
 # 2. the jobs that run may go on until GRACE_S before the reclaim, and those that end in time are done;
-# 3. HTCondor shuts down gracefully: what still runs is vacated and goes back to the schedd's queue
-#    (Condor reruns it elsewhere), and the startd leaves the pool. The master's exit then powers
+# 3. HTCondor shuts down fast: what still runs is vacated at once and goes back to the schedd's
+#    queue (Condor reruns it elsewhere), and the startd leaves the pool. Not a graceful shutdown:
+#    that lets running jobs retire for up to MAXJOBRETIREMENTTIME, past the reclaim, and the jobs
+#    the cloud then kills come back only when their lease runs out. The master's exit then powers
 #    the instance off (the dead-man switch), as the cloud is about to.
 set -u
 MD="${WIRE_METADATA_URL:-http://169.254.169.254}"
@@ -31,4 +33,4 @@ end=$(date -u -d "$when" +%s 2>/dev/null) || end=$(($(date +%s) + 120))
 wait=$((end - GRACE_S - $(date +%s)))
 if [ "$wait" -gt 0 ]; then sleep "$wait"; fi
 logger -t wire-spot-watch "leaving the pool: running jobs go back to the queue" 2>/dev/null || true
-pkill -TERM -x condor_master || true  # a graceful shutdown vacates what still runs
+pkill -QUIT -x condor_master || true  # a fast shutdown vacates what still runs, now

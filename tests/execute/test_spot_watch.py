@@ -77,7 +77,9 @@ def test_a_notice_stops_new_jobs_at_once_and_shuts_condor_down_before_the_reclai
         server.shutdown()
     lines = [line.split(" ", 1)[1] for line in calls.read_text().splitlines()]
     signals = [line for line in lines if line.startswith("pkill")]
-    assert signals == ["pkill -HUP -x condor_master", "pkill -TERM -x condor_master"]
+    # HUP: START = False now; QUIT: a fast shutdown, so running jobs are vacated before the reclaim, not
+    # left to retire past it (a graceful one, TERM, honours MAXJOBRETIREMENTTIME).
+    assert signals == ["pkill -HUP -x condor_master", "pkill -QUIT -x condor_master"]
     assert config.read_text() == "START = False\n"
     assert _Metadata.polls == _Metadata.notice_after + 1 and set(_Metadata.tokens) == {"token-1"}
     assert 4 <= took <= 15  # it waited for the reclaim less the grace, not the whole notice

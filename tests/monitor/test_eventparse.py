@@ -209,6 +209,9 @@ _TERMINATED = (
         _TERMINATED + "\tPartitionable Resources :    Usage  Request\n\t   Memory (MB) :      777777       10\n...\n",
         # the last "DAG Node: " line names the node; other notes do not
         "000 (1.0.0) 2025-05-03 04:12:49 Job submitted from host: <1.2.3.4:5>\nx\ny\n  DAG Node: Q\n...\n",
+        # HTCondor 25 names the node in structured notes, a ClassAd on the first line
+        "000 (2.0.0) 2026-11-26 23:50:55 Job submitted from host: <127.0.0.1:17275?addrs=127.0.0.1-17275>\n"
+        '    [ DAGNodeName = "first_ID0000001"; JobBatchName = "weather-0" ]\n    pool:condorpool\n...\n',
         # image sizes are read up to the first line that is not a size the reader knows
         "006 (1.0.0) 2025-05-03 04:12:49 Image size of job updated: 9\n\t7  -  Foo\n\t5  -  ResidentSetSize\n...\n",
         # a day past the end of the month rolls over; a negative job id reads as -1

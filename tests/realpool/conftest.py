@@ -31,7 +31,9 @@ import pytest
 from wire_lab.realpool.chroot import ensure_chroot, stamp_info
 from wire_lab.realpool.errors import RealPoolError
 from wire_lab.realpool.hypervisor import Hypervisor, ec2_client, pool_booter
+from wire_lab.realpool.metadata import MetadataService
 from wire_lab.realpool.pool import PersonalPool
+from wire_lab.realpool.worker import WorkerOptions
 
 REGION = "us-east-1"
 BOOT_LAG_S = 3.0  # short, for tests; the hypervisor's default is 20 s
@@ -121,8 +123,16 @@ def image_id(ec2) -> str:
 
 
 @pytest.fixture(scope="package")
-def hypervisor(pool: PersonalPool, moto_ec2: str) -> Iterator[Hypervisor]:
-    with Hypervisor(moto_ec2, pool_booter(pool), boot_lag_s=BOOT_LAG_S, poll_s=0.5, region=REGION) as hv:
+def metadata(moto_ec2: str) -> Iterator[MetadataService]:
+    """The instance metadata service every worker asks (its id, its market, a spot interruption notice)."""
+    with MetadataService(moto_ec2, REGION) as service:
+        yield service
+
+
+@pytest.fixture(scope="package")
+def hypervisor(pool: PersonalPool, moto_ec2: str, metadata: MetadataService) -> Iterator[Hypervisor]:
+    booter = pool_booter(pool, WorkerOptions(metadata_url=metadata.url))
+    with Hypervisor(moto_ec2, booter, boot_lag_s=BOOT_LAG_S, poll_s=0.5, region=REGION) as hv:
         yield hv
 
 

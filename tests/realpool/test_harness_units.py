@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from wire_lab.realpool.chroot import DEFAULT_MIRROR, ChrootSpec, bindings_requirement, host_mirror
 from wire_lab.realpool.errors import RealPoolError
 from wire_lab.realpool.hypervisor import Hypervisor
+from wire_lab.realpool.metadata import MetadataService
 from wire_lab.realpool.worker import REMAPPED, boot_settings, parse_cloud_config, remap, render_user_data
 
 
@@ -78,6 +80,7 @@ def test_remap_moves_whole_paths_only() -> None:
     text = (
         "SEC_TOKEN_DIRECTORY = /etc/condor/tokens.d\nexec /sbin/poweroff\nTOKEN_SOURCE='/etc/wire-worker/t'\n"
         "MD=http://169.254.169.254\n/etc/condorx stays\nx/etc/condor stays\n#!/bin/sh\n"
+        'C="${WIRE_C:-/etc/condor/config.d/99.conf}"\nD=${WIRE_D:-/etc/condor}\n--x/etc/condor stays\n'
     )
     assert remap(text, root, REMAPPED).splitlines() == [
         "SEC_TOKEN_DIRECTORY = /w/root/etc/condor/tokens.d",
@@ -87,6 +90,9 @@ def test_remap_moves_whole_paths_only() -> None:
         "/etc/condorx stays",
         "x/etc/condor stays",
         "#!/bin/sh",
+        'C="${WIRE_C:-/w/root/etc/condor/config.d/99.conf}"',  # a shell default is a path of its own
+        "D=${WIRE_D:-/w/root/etc/condor}",
+        "--x/etc/condor stays",
     ]
 
 
@@ -117,3 +123,25 @@ def test_ends_once_seen_waits_for_an_end_the_hypervisor_records_late() -> None:
     assert set(ended) == {"i-early", "i-late"}
     # An instance whose end never comes is left out at the deadline rather than waited on for ever.
     assert set(hypervisor.ends_once_seen(["i-early", "i-never"], timeout=0.2)) == {"i-early"}
+
+
+class _FakeEc2:
+    def describe_instances(self, InstanceIds: list[str]) -> dict[str, object]:  # noqa: N803 (boto3's name)
+        life = {"i-spot": {"InstanceLifecycle": "spot"}, "i-od": {}}
+        return {"Reservations": [{"Instances": [life[i] for i in InstanceIds if i in life]}]}
+
+
+def test_the_metadata_service_answers_each_instance_as_its_own_and_serves_a_notice_once_posted() -> None:
+    service = MetadataService("http://127.0.0.1:1")
+    service._client = _FakeEc2()
+    meta = "/latest/meta-data/"
+    assert service._reply("i-spot", "/latest/api/token", "PUT")[0] == 200
+    assert service._reply("i-spot", meta + "instance-id", "GET") == (200, "i-spot")
+    assert service._reply("i-spot", meta + "instance-life-cycle", "GET") == (200, "spot")
+    assert service._reply("i-od", meta + "instance-life-cycle", "GET") == (200, "on-demand")
+    assert service._reply("i-spot", meta + "spot/instance-action", "GET")[0] == 404
+    notice = service.notice("i-spot", 30.0)
+    code, body = service._reply("i-spot", meta + "spot/instance-action", "GET")
+    assert code == 200 and json.loads(body)["action"] == "terminate" and notice.heard is not None
+    assert service._reply("i-od", meta + "spot/instance-action", "GET")[0] == 404  # only the one it was posted for
+    assert service.polls == {"i-spot": 2, "i-od": 1}

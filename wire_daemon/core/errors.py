@@ -28,6 +28,11 @@ class ConfigError(WireError):
     """A configuration value that is missing or out of range."""
 
 
+class CondorUnreachable(WireError):
+    """The schedd or the collector does not answer: weather, not a fault. The daemon holds the pool as it
+    is and asks again with back-off; the message is one line naming which daemon and why."""
+
+
 class CloudError(WireError):
     """A cloud call that failed, reported in one line that never holds a secret.
 

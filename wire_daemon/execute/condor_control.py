@@ -22,6 +22,16 @@ hold): the daemon's token directory holds one token for the central manager
 and one for the workers, and HTCondor presents each daemon the token it can
 verify (docs/cloud.md, "Retiring a worker").
 
+Condor going away (a restart, a boot-order race) is weather: ``probe`` asks
+the collector and the schedd before each iteration and raises
+``CondorUnreachable`` in one line when either does not answer, so the daemon
+holds the pool still until both do. The schedd is located when first needed
+and located again after a failed probe (a restarted schedd may listen on
+another port). A question asked while Condor is away is answered the way
+that changes nothing: an instance whose startd cannot be looked up counts as
+joined and as holding a claim, so it is neither terminated as a worker that
+never joined nor released under a running job.
+
 Limits (HTCondor's, not ours): JobPrio orders only the jobs of one user on one
 schedd; the negotiator's user priorities decide between users. A non-durable
 edit is lost if the schedd restarts; ``sync`` re-applies it at the next
@@ -36,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from wire_daemon.core.errors import CondorUnreachable
 from wire_daemon.core.pricing import Market
 
 log = logging.getLogger(__name__)
@@ -88,15 +99,39 @@ class HTCondorControl:
     no job in the queue.
     """
 
-    schedd: ScheddLike
+    schedd: ScheddLike | None  # None: located by ``locate_schedd`` when first needed
     collector: CollectorLike
     job_id_of: Callable[[str], str | None]
     pool_name: str
     startd_factory: Callable[[Any], Any] | None = None
     errors: int = 0
+    locate_schedd: Callable[[], ScheddLike] | None = None  # how to find the schedd again after it went away
+    _collector_failing: bool = False  # said once per outage, not once per instance asked about
     _boosts: dict[str, _Boost] = field(default_factory=dict)
     _requests: dict[str, _Request] = field(default_factory=dict)  # wanted RequestMemory per node
     _ranks: dict[str, _Rank] = field(default_factory=dict)  # the market each node's job ranks first
+
+    # -- is Condor there? ---------------------------------------------------
+
+    def probe(self) -> None:
+        """Raise ``CondorUnreachable`` (one line) unless both the collector and the schedd answer a query."""
+        try:
+            list(self.collector.query(_startd_type(), constraint="false", projection=["Name"]))
+        except Exception as exc:  # the bindings raise HTCondorException and friends
+            raise CondorUnreachable(f"the collector does not answer: {_first_line(exc)}") from None
+        try:
+            list(self._schedd().query(constraint="false", projection=["ClusterId"]))
+        except Exception as exc:
+            if self.locate_schedd is not None:
+                self.schedd = None  # found again next time: a restarted schedd may have a new address
+            raise CondorUnreachable(f"the schedd does not answer: {_first_line(exc)}") from None
+
+    def _schedd(self) -> ScheddLike:
+        if self.schedd is None:
+            if self.locate_schedd is None:
+                raise CondorUnreachable("no schedd to ask")
+            self.schedd = self.locate_schedd()
+        return self.schedd
 
     # -- priority hook -----------------------------------------------------
 
@@ -130,7 +165,7 @@ class HTCondorControl:
         if job_id is None or job_id == rank.applied_to:
             return False
         try:
-            self.schedd.edit([job_id], "Rank", f'TARGET.WireMarket =?= "{rank.market.value}"', flags=_non_durable())
+            self._schedd().edit([job_id], "Rank", f'TARGET.WireMarket =?= "{rank.market.value}"', flags=_non_durable())
         except Exception as exc:  # the bindings raise HTCondorException and friends
             self.errors += 1
             log.warning("could not set the Rank of %s (job %s): %s", task_id, job_id, exc)
@@ -147,7 +182,7 @@ class HTCondorControl:
             # Raised above the job's own priority: Pegasus gives every job one (10 per level), and an
             # absolute value would lower the deep stages' jobs it is meant to hurry.
             own = self._own_priority(job_id)
-            self.schedd.edit([job_id], "JobPrio", str(own + boost.priority), flags=_non_durable())
+            self._schedd().edit([job_id], "JobPrio", str(own + boost.priority), flags=_non_durable())
         except Exception as exc:  # the bindings raise HTCondorException and friends
             self.errors += 1
             log.warning("could not set JobPrio of %s (job %s): %s", task_id, job_id, exc)
@@ -158,7 +193,7 @@ class HTCondorControl:
     def _own_priority(self, job_id: str) -> int:
         cluster, _, proc = job_id.partition(".")
         ads = list(
-            self.schedd.query(
+            self._schedd().query(
                 constraint=f"ClusterId == {int(cluster)} && ProcId == {int(proc)}", projection=["JobPrio"]
             )
         )
@@ -190,7 +225,7 @@ class HTCondorControl:
         if job_id is None:
             return False
         try:
-            self.schedd.act(_release(), [job_id], reason="wire-daemon: request_memory raised after a memory hold")
+            self._schedd().act(_release(), [job_id], reason="wire-daemon: request_memory raised after a memory hold")
         except Exception as exc:
             self.errors += 1
             log.warning("could not release %s (job %s): %s", task_id, job_id, exc)
@@ -204,7 +239,7 @@ class HTCondorControl:
             return False
         try:
             # Durable: a schedd restart must not give a grown job back the request it was held at.
-            self.schedd.edit([job_id], "RequestMemory", str(wanted.mib))
+            self._schedd().edit([job_id], "RequestMemory", str(wanted.mib))
         except Exception as exc:
             self.errors += 1
             log.warning("could not set RequestMemory of %s (job %s): %s", task_id, job_id, exc)
@@ -215,13 +250,13 @@ class HTCondorControl:
     def _job_ads(self, job_id: str, projection: list[str]) -> list[Any]:
         cluster, _, proc = job_id.partition(".")
         constraint = f"ClusterId == {int(cluster)} && ProcId == {int(proc)}"
-        return list(self.schedd.query(constraint=constraint, projection=projection))
+        return list(self._schedd().query(constraint=constraint, projection=projection))
 
     # -- retiring workers --------------------------------------------------
 
     def retire_instance(self, instance_id: str) -> None:
         """Drain the instance's startd gracefully: running jobs finish, no job starts, no claim is reused."""
-        ads = self._startd_ads(instance_id, ["Machine", "MyAddress", "Name"])
+        ads = self._startd_ads(instance_id, ["Machine", "MyAddress", "Name"]) or []
         per_startd = {ad.get("MyAddress") or ad.get("Machine"): ad for ad in ads}
         for where, ad in per_startd.items():  # one drain per startd, not per slot
             try:
@@ -231,8 +266,10 @@ class HTCondorControl:
                 log.warning("could not drain %s (%s): %s", instance_id, where, exc)
 
     def has_joined(self, instance_id: str) -> bool:
-        """True when a startd of the instance is in the collector (GuardedCloud's join check)."""
-        return bool(self._startd_ads(instance_id, ["Name"]))
+        """True when a startd of the instance is in the collector (GuardedCloud's join check); True as well when
+        the collector does not answer: an unanswered question never makes a worker one that never joined."""
+        ads = self._startd_ads(instance_id, ["Name"])
+        return ads is None or bool(ads)
 
     def holds_claims(self, instance_id: str) -> bool:
         """True while a slot of the instance runs a job or holds a claim; asked right before terminating it.
@@ -241,6 +278,8 @@ class HTCondorControl:
         an update interval late. After a drain no claim starts, so lateness only keeps a finished job counted.
         """
         ads = self._startd_ads(instance_id, ["Name", "State"])
+        if ads is None:  # the collector does not answer: the instance may run a job, so it is kept
+            return True
         return any(ad.get("State") in CLAIM_STATES for ad in ads)
 
     def worker_addresses(self) -> dict[str, str]:
@@ -251,26 +290,36 @@ class HTCondorControl:
         only the startd's own ad ties that address to the instance.
         """
         constraint = f'WirePool == "{_checked(self.pool_name)}" && WireInstanceId isnt undefined'
-        ads = self._query(constraint, ["WireInstanceId", "MyAddress"], "the pool's workers")
+        ads = self._query(constraint, ["WireInstanceId", "MyAddress"], "the pool's workers") or []
         return {str(ad["WireInstanceId"]): str(ad["MyAddress"]) for ad in ads if "MyAddress" in ad}
 
     def queued_job_id(self, wf_uuid: str, node: str) -> str | None:
-        return queued_job_id(self.schedd, wf_uuid, node)
+        try:
+            schedd = self._schedd()
+        except Exception as exc:
+            log.warning("no schedd to look up node %s: %s", node, _first_line(exc))
+            return None
+        return queued_job_id(schedd, wf_uuid, node)
 
     def take_notes(self) -> list[str]:
         return []  # it does what it is asked: nothing is left to say
 
-    def _startd_ads(self, instance_id: str, projection: Sequence[str]) -> list[Any]:
+    def _startd_ads(self, instance_id: str, projection: Sequence[str]) -> list[Any] | None:
         constraint = f'WireInstanceId == "{_checked(instance_id)}" && WirePool == "{_checked(self.pool_name)}"'
         return self._query(constraint, projection, instance_id)
 
-    def _query(self, constraint: str, projection: Sequence[str], what: str) -> list[Any]:
+    def _query(self, constraint: str, projection: Sequence[str], what: str) -> list[Any] | None:
+        """The startd ads the constraint selects; None when the collector does not answer."""
         try:
-            return list(self.collector.query(_startd_type(), constraint=constraint, projection=list(projection)))
+            ads = list(self.collector.query(_startd_type(), constraint=constraint, projection=list(projection)))
         except Exception as exc:
             self.errors += 1
-            log.warning("collector query for %s failed: %s", what, exc)
-            return []
+            level = logging.DEBUG if self._collector_failing else logging.WARNING
+            log.log(level, "collector query for %s failed: %s", what, _first_line(exc))
+            self._collector_failing = True
+            return None
+        self._collector_failing = False
+        return ads
 
     def _startd(self, ad: Any) -> Any:
         if self.startd_factory is not None:
@@ -297,6 +346,12 @@ def queued_job_id(schedd: Any, wf_uuid: str, node: str) -> str | None:
         return None
     latest = max(ads, key=lambda ad: (int(ad.get("ClusterId", -1)), int(ad.get("ProcId", -1))))
     return f"{int(latest['ClusterId'])}.{int(latest['ProcId'])}"
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception in one line: the bindings' messages may run over several."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _checked(value: str) -> str:
@@ -378,6 +433,9 @@ class LoggedCondorControl:
 
     def sync(self) -> int:
         return 0  # no edit was made, so none is re-applied
+
+    def probe(self) -> None:
+        pass  # no pool is asked, so none can be away
 
     def take_notes(self) -> list[str]:
         notes, self.notes = self.notes, []

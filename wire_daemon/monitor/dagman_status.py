@@ -8,7 +8,10 @@
   and ``DAGMAN_STARTED`` again when DAGMan is restarted.
 
 Rule (ours): a file says "finished with status s" when its last DAGMan start or
-exit mark within the last ``TAIL_BYTES`` is an exit mark. Either file saying so
+exit mark within the last ``TAIL_BYTES`` is an exit mark, and s is not 3.
+DAGMan exits with 3 when its schedd shuts down (a ``condor_restart``):
+``condor_submit_dag``'s job removes itself only on 0 to 2, so the schedd
+starts DAGMan again in recovery mode, and the workflow is still running. Either file saying so
 is enough (monitord may lag or not run; dagman.out may be elsewhere). Only the
 tail is read, so the check costs the same however long the run.
 """
@@ -24,6 +27,7 @@ from wire_daemon.monitor.problems import Problems
 from wire_daemon.monitor.safe_open import NotRegularFile, describe, open_regular
 
 TAIL_BYTES = 16 << 10
+DAGMAN_RESTARTS = 3  # DAGMan's exit status when it stopped with its schedd and will be started again
 _DAGMAN_OUT = re.compile(rb"\(condor_DAGMAN\)\s+(?:pid\s+\d+\s+EXITING WITH STATUS\s+(-?\d+)|STARTING UP)", re.I)
 _JOBSTATE = re.compile(rb"^\S+\s+INTERNAL\s+\*\*\*\s+DAGMAN_(?:FINISHED\s+(-?\d+)|STARTED)\b", re.M)
 
@@ -77,4 +81,5 @@ def _last_exit(data: bytes, pattern: re.Pattern[bytes]) -> int | None:
         last = match
     if last is None or last.group(1) is None:
         return None  # never finished, or started again after its last exit
-    return int(last.group(1))
+    code = int(last.group(1))
+    return None if code == DAGMAN_RESTARTS else code

@@ -350,6 +350,7 @@ _MAX_BYTES = 1 << 60  # memory sizes beyond an exbibyte are corrupt values
 _OUT_OF_RANGE: Any = object()  # a value read but beyond what it can mean (reported, then None)
 _DAG_NODE = re.compile(r"DAG Node:\s*(\S+)")
 _DAG_NODE_PREFIX = "DAG Node: "
+_STRUCTURED_NODE = re.compile(r'\[.*?\bDAGNodeName\s*=\s*"([^"\\]*)".*\]$')  # [ DAGNodeName = "x"; ... ]
 _SIZE_LINE = re.compile(r"\s*+(" + _INT + r")\s++-\s*+(\S{1,255})", re.ASCII)  # "\t%lld  -  %s", a space before "-"
 _LABEL = re.compile(r"\s*+\S++", re.ASCII)  # a column label of the resource table's header
 _SIZE_NAMES = frozenset({"MemoryUsage", "ResidentSetSize", "ProportionalSetSize"})
@@ -369,9 +370,14 @@ def _first_body_line(body: list[str]) -> str | None:
 
 
 def _submit_values(first: str, body: list[str]) -> dict[str, Any]:
-    # The native reader takes the last line reading "DAG Node: <name>" as the DAG node (DAGNodeName);
-    # without one, the notes are the first line (LogNotes), where the daemon looks for the same words.
+    # HTCondor 25 writes the node as structured notes, a ClassAd on the first line (StructuredNotes'
+    # DAGNodeName), which the native reader prefers. Before it, the native reader takes the last line
+    # reading "DAG Node: <name>" (DAGNodeName); without one, the notes are the first line (LogNotes),
+    # where the daemon looks for the same words.
     lines = [line.strip(_WS) for line in body]
+    structured = _STRUCTURED_NODE.match(lines[0]) if lines else None
+    if structured:
+        return {"node": structured.group(1) or None}
     dag_lines = [line for line in lines if line.startswith(_DAG_NODE_PREFIX)]
     if dag_lines:
         return {"node": dag_lines[-1][len(_DAG_NODE_PREFIX) :].strip(_WS) or None}

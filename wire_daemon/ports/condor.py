@@ -31,6 +31,9 @@ class SubmitHostCondor(CondorControl, MemoryControl, Protocol):
     def queued_job_id(self, wf_uuid: str, node: str) -> str | None:
         """``cluster.proc`` of the job a workflow's DAG node has in the queue now; None with no schedd to ask."""
 
+    def probe(self) -> None:
+        """Raise ``CondorUnreachable`` when the pool's collector or schedd does not answer; with no pool, never."""
+
     def sync(self) -> int:
         """Re-apply wanted edits to nodes whose job changed (DAGMan retries); how many were applied."""
 

@@ -80,8 +80,11 @@ def build_condor_control(settings: Settings, job_id_of: Callable[[str], str | No
 
     condor = settings.condor
     collector = htcondor2.Collector(condor.collector) if condor.collector else htcondor2.Collector()
-    if condor.schedd:
-        schedd = htcondor2.Schedd(collector.locate(htcondor2.DaemonType.Schedd, condor.schedd))
-    else:
-        schedd = htcondor2.Schedd()
-    return HTCondorControl(schedd, collector, job_id_of, settings.cloud.pool)
+
+    def locate_schedd() -> Any:
+        # Located when first asked, not here: a schedd that is not up yet must not stop the start.
+        if condor.schedd:
+            return htcondor2.Schedd(collector.locate(htcondor2.DaemonType.Schedd, condor.schedd))
+        return htcondor2.Schedd()
+
+    return HTCondorControl(None, collector, job_id_of, settings.cloud.pool, locate_schedd=locate_schedd)

@@ -10,7 +10,9 @@ one it has.
 * ``SubmitHostRuntime``: every Pegasus workflow under a submit root, a cloud
   driver behind ``GuardedCloud``, and HTCondor control (or its logged
   stand-in). It runs until stopped; with no workflow it is an empty DAG, and
-  the steering policy lets the pool go as its charging units end.
+  the steering policy lets the pool go as its charging units end. HTCondor
+  is asked nothing at start: a schedd or collector that is not up (yet)
+  makes ``refresh`` raise ``CondorUnreachable``, and the service waits.
 
 Both build their loop with ``runtime.assembly``, which wraps the scaling
 policy in ``ControlledPolicy`` (``runtime.control``), so the operator's
@@ -371,6 +373,9 @@ class SubmitHostRuntime:
         return False  # a service: workflows come and go
 
     def refresh(self) -> None:
+        """Read the world; first ask whether Condor is there (``CondorUnreachable`` when it is not): while it
+        is away nothing is read or changed, so no worker is judged by a pool that cannot be asked."""
+        self.condor.probe()
         self._refresh_prices()
         for instance in self.cloud.list_instances():  # before reading: a new worker's first job resolves
             if instance.address:

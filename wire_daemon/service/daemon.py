@@ -14,7 +14,13 @@ is logged as an overrun and the next one starts at once: none is skipped
 silently. An exception inside an iteration is logged and the loop goes on;
 iterations failing in a row, or a crash loop across restarts, put the daemon
 in its safe state (``service/safe_state.py``): it keeps watching and changes
-nothing in the pool until iterations succeed again. One daemon per state file:
+nothing in the pool until iterations succeed again. HTCondor going away (a
+schedd or collector that does not answer, at start or mid-run, a
+``condor_restart``) is weather, not a fault: the daemon says so in one line,
+holds the pool as it is (no launch, no termination, timed releases wait),
+asks again after 5 s, then twice as long each time up to one interval, and
+says in one line when HTCondor answers again; it counts toward no safe
+state. One daemon per state file:
 it holds the file's lock (``persist/store.py``) for its life.
 Every run ends with a shutdown record in the decisions log (why it stopped,
 the final counts) and a final status snapshot.
@@ -41,11 +47,11 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wire_daemon.core.errors import WireError
+from wire_daemon.core.errors import CondorUnreachable, WireError
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import ControlChanged, Journal, NoticeBox
 from wire_daemon.core.run_state import RunState, TaskStatus
@@ -81,12 +87,22 @@ from wire_daemon.service.status import (
 )
 from wire_daemon.service.systemd_notify import notify
 from wire_daemon.service.watchdog import IterationAbandoned, IterationWatchdog, stuck_bound
-from wire_daemon.service.wording import decision_details, decision_words, offset
+from wire_daemon.service.wording import decision_details, decision_words, duration, offset
 
 log = logging.getLogger(__name__)
 CONTROL_POLL_S = 1.0  # how often a sleeping daemon looks for an operator's command
 _POOL_CHANGING = ("hold", "drain-all", "terminate-all")
 _ACTIONS = ("drain-all", "terminate-all")
+CONDOR_RETRY_FIRST_S = 5.0  # the first wait for an HTCondor that does not answer; doubled up to one interval
+
+
+@dataclass
+class CondorAway:
+    """HTCondor does not answer: since when (wall clock), why, and how long until it is asked again."""
+
+    since: float
+    reason: str
+    retry_in_s: float
 
 
 class _JournalFormatter(logging.Formatter):
@@ -167,6 +183,7 @@ class Daemon:
         runs = self.store.get_meta("run_number") or ""
         self.run_id = str(int(runs) + 1 if runs.isdigit() else 1)
         self.load_watch = LoadWatch()
+        self.condor_away: CondorAway | None = None
         # Before the runtime: an unwritable log is refused before any cloud call.
         self.decisions = DecisionsLog(
             Path(settings.log.decisions_path),
@@ -313,7 +330,7 @@ class Daemon:
         self.store.set_meta("run_number", self.run_id)
         interval = self.settings.steering.interval_s
         times = iteration_times(self.runtime.now(), interval)
-        next_at = next(times)
+        next_at = on_grid = next(times)
         self.watchdog.start()
         while not self.stop_requested and not self.runtime.finished:
             if max_iterations is not None and self.iterations >= max_iterations:
@@ -329,8 +346,11 @@ class Daemon:
                 continue  # woken by SIGHUP or a command that changes no pool (pause, resume): sleep on
             started = time.monotonic()
             self._watched_iteration(self.runtime.now())
-            if self.runtime.now() >= next_at:
-                next_at = next(times)  # already past after an overrun: the next iteration starts at once
+            if self.runtime.now() >= on_grid:
+                on_grid = next(times)  # already past after an overrun: the next iteration starts at once
+            next_at = on_grid
+            if self.condor_away is not None:  # asked again sooner than the next interval, with back-off
+                next_at = min(on_grid, self.runtime.now() + self.condor_away.retry_in_s)
             self._release_until(next_at)
             self._check_overrun(interval, time.monotonic() - started)
         if self.runtime.finished:
@@ -463,10 +483,41 @@ class Daemon:
             self.watch.failed(_summary(exc))
 
     def _hold_pool(self) -> None:
-        """Carry the safe state to the policy's wrapper and to the loop (a rebuilt loop starts unfrozen)."""
-        active = self.watch.active
-        self.runtime.control.safe = self.watch.state.reason if active else ""
-        self.loop.frozen = active
+        """Carry the safe state, or HTCondor's absence, to the policy's wrapper and to the loop (a rebuilt
+        loop starts unfrozen)."""
+        active, away = self.watch.active, self.condor_away
+        held = self.watch.state.reason if active else f"HTCondor unreachable: {away.reason}" if away else ""
+        self.runtime.control.safe = held
+        self.loop.frozen = bool(held)
+
+    def _condor_is_away(self, exc: CondorUnreachable) -> None:
+        """Said once when HTCondor goes away; then asked again with back-off, quietly, until it answers."""
+        away, reason = self.condor_away, str(exc)
+        if away is None:
+            self.condor_away = CondorAway(time.time(), reason, CONDOR_RETRY_FIRST_S)
+            log.warning(
+                "HTCondor unreachable (%s): the pool is held as it is, no launch and no termination; "
+                "asking again in %.0f s, then less often",
+                reason,
+                CONDOR_RETRY_FIRST_S,
+            )
+            notify(STATUS=f"WAITING FOR HTCONDOR: {reason}; the pool is left as it is")
+        else:
+            away.reason = reason
+            away.retry_in_s = min(away.retry_in_s * 2, max(self.settings.steering.interval_s, CONDOR_RETRY_FIRST_S))
+            log.debug("HTCondor still unreachable (%s); asking again in %.0f s", reason, away.retry_in_s)
+        self._hold_pool()
+
+    def _condor_is_back(self) -> None:
+        away, self.condor_away = self.condor_away, None
+        if away is None:
+            return
+        log.info(
+            "HTCondor answers again after %s; the scaling policy decides again",
+            duration(max(time.time() - away.since, 0.0)),
+        )
+        if not self.watch.active:
+            notify(STATUS=RUNNING_STATUS)
 
     def _save_control(self) -> None:
         self.store.set_meta("control", json.dumps(self.runtime.control.to_json(), sort_keys=True))
@@ -476,8 +527,13 @@ class Daemon:
         action = self.runtime.control.action
         try:
             self.runtime.refresh()
+            self._condor_is_back()
             self._hold_pool()
             record = self.loop.iterate(now)
+        except CondorUnreachable as exc:  # weather: no decision, no failure counted
+            self._condor_is_away(exc)
+            self.store.set_meta("heartbeat", json.dumps({"wall": time.time(), "virtual": now}))  # alive, waiting
+            return
         except Exception as exc:  # one bad iteration must not kill the service
             log.exception("iteration at %s failed; the loop goes on", self._when(now))
             self.watch.failed(_summary(exc))  # in the state file at once: status shows it between snapshots

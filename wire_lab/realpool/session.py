@@ -210,12 +210,16 @@ def wait_for_dag(dag: Path, timeout_s: float, poll_s: float = 2.0) -> int:
 
 
 def dag_exit_status(dag: Path) -> int | None:
-    """DAGMan's exit status from its ``.dagman.out``; None while it has not finished."""
+    """DAGMan's exit status from its ``.dagman.out``; None while it has not finished. DAGMan stopped with its
+    schedd (status 3) is started again by the schedd: not finished either."""
     out = dag.with_name(dag.name + ".dagman.out")
     if out.exists():
         for line in reversed(out.read_text(errors="replace").splitlines()[-40:]):
+            if "STARTING UP" in line:
+                return None
             if "EXITING WITH STATUS" in line:
-                return int(line.rsplit(None, 1)[-1])
+                status = int(line.rsplit(None, 1)[-1])
+                return None if status == 3 else status
     return None
 
 

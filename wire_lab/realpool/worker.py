@@ -28,7 +28,17 @@ chroot's HTCondor is its image. What is replaced, exactly:
   (records the metadata-service rule instead of applying it: no metadata
   service, and no netfilter in the sandbox), ``logger`` (to the worker's boot
   log), ``shutdown`` (a failed boot: recorded, the worker is marked failed),
-  ``curl`` (fails: no metadata service) and ``aws`` (refuses).
+  ``curl`` (fails: no metadata service; see below), ``aws`` (refuses) and
+  ``pkill`` (signals this worker's condor_master only, never another's: all
+  of them run on one host) and ``systemd-run`` (fails: the boot then starts
+  the spot watch with nohup, as it does without systemd).
+* **the metadata service**: with ``WorkerOptions.metadata_url`` set, the
+  ``curl`` stub is a small HTTP client that sends what the boot files ask of
+  ``http://169.254.169.254`` to ``<metadata_url>/<instance id>`` instead, so
+  one server the test runs answers every worker as EC2's would answer it
+  (its instance id, its market, a spot interruption notice). Processes the
+  boot starts in the background (the spot watch) carry the worker's tag, so
+  they end with it.
 * **systemd's condor.service**: ``condor_master -f`` in the chroot, in a
   private mount namespace, with CONDOR_CONFIG at the worker's remapped
   ``/etc/condor/condor_config``: Debian's package config, then the machine
@@ -54,6 +64,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +79,8 @@ from wire_lab.realpool.proc import TAG_VAR, Bind, ChrootCommand, host_env, kill_
 
 REMAPPED = ("/etc/condor", "/etc/wire-worker", "/var/lib/cloud", "/usr/local/sbin", "/sbin/poweroff")
 HARNESS = "var/lib/wire-harness"  # under the worker root: what the stubs record
-STUB_NAMES = ("systemctl", "iptables", "logger", "shutdown", "curl", "aws")
+STUB_NAMES = ("systemctl", "iptables", "logger", "shutdown", "curl", "aws", "pkill", "systemd-run")
+METADATA_HOST = "http://169.254.169.254"
 
 __all__ = ["Worker", "WorkerOptions", "next_loopback_address", "render_user_data"]
 
@@ -88,6 +100,7 @@ class WorkerOptions:
     interval_s: int = 2  # startd and master update intervals, for tests
     boot_timeout_s: float = 60.0
     extra_config: tuple[str, ...] = ()  # more machine-layer config (before the user-data's config.d)
+    metadata_url: str = ""  # a metadata service the test serves (module docstring); "": none, curl fails
 
 
 @dataclass
@@ -206,6 +219,9 @@ class Worker:
         record = self.root / HARNESS
         for name in STUB_NAMES:
             _write_script(bin_dir / name, _stub(name, record))
+        if self.options.metadata_url:
+            target = f"{self.options.metadata_url.rstrip('/')}/{self.instance_id}"
+            _write_script(bin_dir / "curl", _metadata_curl(record, target))
         # Not on PATH: the user-data's poweroff script names it by its (remapped) absolute path.
         self.remap_path("/sbin/poweroff").parent.mkdir(parents=True, exist_ok=True)
         _write_script(
@@ -223,7 +239,8 @@ class Worker:
         script = self.remap_path("/var/lib/cloud/instance/scripts/runcmd")
         script.parent.mkdir(parents=True, exist_ok=True)
         _write_script(script, "\n".join(lines) + "\n")
-        env = host_env() | {"PATH": f"{self.home / 'stubs'}:{host_env()['PATH']}", "HOME": "/root"}
+        path = f"{self.home / 'stubs'}:{host_env()['PATH']}"
+        env = host_env() | {"PATH": path, "HOME": "/root", TAG_VAR: self._tag}  # the tag: background jobs end too
         log = self.root / "var/log/cloud-init-output.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
@@ -264,6 +281,8 @@ class Worker:
             start_new_session=True,
         )
         out.close()
+        # The pkill stub's target: the sh that unshare runs execs chroot, env and the master, so the pid is its.
+        (self.root / HARNESS / "master.pid").write_text(f"{self._master.pid}\n")
 
     # -- life ------------------------------------------------------------------
 
@@ -360,7 +379,9 @@ def boot_settings(data: dict[str, Any]) -> dict[str, str]:
 def remap(text: str, root: Path, prefixes: tuple[str, ...]) -> str:
     """Move absolute paths under ``prefixes`` below ``root`` (whole path components only)."""
     alternatives = "|".join(re.escape(p.rstrip("/")) for p in sorted(prefixes, key=len, reverse=True))
-    pattern = re.compile(rf"(?<![\w.~/-])(?:{alternatives})(?=[/\s'\"`;:)|&>]|$)", flags=re.MULTILINE)
+    # Not inside another word or path; but a shell default (``${VAR:-/etc/...}``) is a path of its own.
+    start = r"(?:(?<=:-)|(?<![\w.~/-]))"
+    pattern = re.compile(rf"{start}(?:{alternatives})(?=[/\s'\"`;:)|&>}}]|$)", flags=re.MULTILINE)
     return pattern.sub(lambda m: str(root) + m.group(0), text)
 
 
@@ -428,11 +449,51 @@ def machine_config(worker: Worker, var: Path, etc: Path) -> str:
 def _stub(name: str, record: Path) -> str:
     log = shlex.quote(str(record / f"{name}.log"))
     head = f'#!/bin/sh\n# wire_lab.realpool stub for {name}: see wire_lab/realpool/worker.py.\necho "$*" >> {log}\n'
+    pid = shlex.quote(str(record / "master.pid"))
     bodies = {
         "curl": 'echo "curl: no metadata service in the harness" >&2\nexit 7\n',
         "aws": 'echo "aws: no cloud secret store in the harness (use token_delivery file or inline)" >&2\nexit 255\n',
+        # No systemd here (the host's must never get the worker's units): the boot falls back to nohup.
+        "systemd-run": 'echo "systemd-run: no systemd in the harness" >&2\nexit 1\n',
+        # pkill [-SIG] -x condor_master: this worker's master only (the spot watch's "no new job" and "leave").
+        "pkill": f'sig=TERM\ncase "$1" in -*) sig="${{1#-}}" ;; esac\n'
+        f'[ -s {pid} ] || exit 1\nexec kill -s "$sig" "$(cat {pid})"\n',
     }
     return head + bodies.get(name, "exit 0\n")
+
+
+def _metadata_curl(record: Path, target: str) -> str:
+    """A curl for the boot files' metadata calls (-f -s -S -m -X -H, one URL), sent to ``target``."""
+    log = str(record / "curl.log")
+    return f"""#!{sys.executable}
+# wire_lab.realpool: curl to the test's metadata service, see wire_lab/realpool/worker.py.
+import sys, urllib.error, urllib.request
+
+args, method, headers, timeout, url = sys.argv[1:], None, {{}}, 10.0, ""
+with open({log!r}, "a") as log:
+    log.write(" ".join(args) + "\\n")
+while args:
+    arg = args.pop(0)
+    if arg == "-X":
+        method = args.pop(0)
+    elif arg == "-H":
+        name, _, value = args.pop(0).partition(":")
+        headers[name.strip()] = value.strip()
+    elif arg == "-m":
+        timeout = float(args.pop(0))
+    elif not arg.startswith("-"):
+        url = arg
+if not url.startswith({METADATA_HOST!r}):
+    sys.exit(6)  # only the metadata service is served here
+request = urllib.request.Request({target!r} + url[len({METADATA_HOST!r}):], method=method, headers=headers)
+try:
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
+        sys.stdout.write(reply.read().decode())
+except urllib.error.HTTPError:
+    sys.exit(22)  # curl -f: an HTTP error
+except OSError:
+    sys.exit(7)
+"""
 
 
 def _write_script(path: Path, text: str) -> None:
