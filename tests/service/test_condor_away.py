@@ -21,7 +21,10 @@ from wire_daemon.runtime import runtimes
 from wire_daemon.runtime.builders import build_condor_control
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, LogSettings, Settings, SiteSettings
 from wire_daemon.service import daemon as daemon_module
+from wire_daemon.service import status as status_module
 from wire_daemon.service.daemon import CONDOR_RETRY_FIRST_S, Daemon
+from wire_daemon.service.status import read_status
+from wire_daemon.service.status_text import render_status
 
 EPOCH = 1_700_000_000.0
 INTERVAL = 30.0
@@ -183,6 +186,9 @@ def test_a_schedd_restart_mid_run_holds_the_pool_then_finds_the_schedd_again(tmp
         daemon._iterate(clock())
         assert daemon.condor_away is not None and daemon.loop.frozen
         assert "HTCondor unreachable" in daemon.runtime.control.safe
+        monkeypatch.setattr(status_module, "_alive", lambda pid: True)  # the daemon runs (here: _iterate by hand)
+        shown = render_status(read_status(daemon.settings.state_path))
+        assert "HTCONDOR UNREACHABLE since" in shown and "the pool is held as it is" in shown, shown
         daemon._release_until(clock() + INTERVAL)
         assert cloud.terminated == [], "a timed release went ahead while Condor was away"
         condor.up, condor.restarts = True, 1  # back at a new address: the old handle fails, a new one is located
@@ -191,6 +197,7 @@ def test_a_schedd_restart_mid_run_holds_the_pool_then_finds_the_schedd_again(tmp
         daemon._iterate(clock())
     assert condor.located == 2
     assert daemon.condor_away is None and not daemon.loop.frozen and daemon.runtime.control.safe == ""
+    assert "HTCONDOR" not in render_status(read_status(daemon.settings.state_path))
     assert cloud.terminated == ["i-1"]  # the release held back went ahead once Condor answered
     assert not [r for r in caplog.records if r.exc_info]
 

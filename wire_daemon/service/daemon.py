@@ -69,6 +69,7 @@ from wire_daemon.service.metrics import Metrics
 from wire_daemon.service.safe_state import RUNNING_STATUS, CrashWatch
 from wire_daemon.service.state_room import open_state
 from wire_daemon.service.status import (
+    CONDOR_AWAY_KEY,
     STATUS_KEY,
     ControlStatus,
     Cost,
@@ -502,6 +503,7 @@ class Daemon:
                 CONDOR_RETRY_FIRST_S,
             )
             notify(STATUS=f"WAITING FOR HTCONDOR: {reason}; the pool is left as it is")
+            self._record_condor_away()
         else:
             away.reason = reason
             away.retry_in_s = min(away.retry_in_s * 2, max(self.settings.steering.interval_s, CONDOR_RETRY_FIRST_S))
@@ -512,12 +514,19 @@ class Daemon:
         away, self.condor_away = self.condor_away, None
         if away is None:
             return
+        self._record_condor_away()
         log.info(
             "HTCondor answers again after %s; the scaling policy decides again",
             duration(max(time.time() - away.since, 0.0)),
         )
         if not self.watch.active:
             notify(STATUS=RUNNING_STATUS)
+
+    def _record_condor_away(self) -> None:
+        """For ``status``: HTCondor's absence as the state file keeps it (null once it answers)."""
+        away = self.condor_away
+        value = None if away is None else {"since": away.since, "reason": away.reason}
+        self.store.set_meta(CONDOR_AWAY_KEY, json.dumps(value))  # a full disk keeps it in memory (persist/store.py)
 
     def _save_control(self) -> None:
         self.store.set_meta("control", json.dumps(self.runtime.control.to_json(), sort_keys=True))

@@ -190,6 +190,18 @@ class SafeStateStatus:
 
 
 @dataclass(frozen=True)
+class CondorAwayStatus:
+    """HTCondor does not answer the daemon: since when (wall clock) and why; the pool is held meanwhile."""
+
+    since: float | None = None
+    reason: str = ""
+
+    @classmethod
+    def from_json(cls, data: object) -> CondorAwayStatus | None:
+        return _load(cls, data) if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
 class Stopped:
     """How the daemon's last run ended."""
 
@@ -309,6 +321,7 @@ class StatusReport:
     safe_state: SafeStateStatus | None = None
     stopped: Stopped | None = None  # only while the daemon is down
     pending_controls: list[PendingControl] = field(default_factory=list)
+    condor_away: CondorAwayStatus | None = None  # only while the running daemon finds HTCondor unreachable
 
     def to_json(self) -> dict[str, Any]:
         """The snapshot's keys and the report's, in one flat object (``status --json``)."""
@@ -325,12 +338,15 @@ class StatusReport:
         if self.snapshot is not None:
             data |= self.snapshot.to_json()
         data.pop("stopped", None)
-        for key in ("control", "safe_state", "stopped"):
+        for key in ("control", "safe_state", "stopped", "condor_away"):
             value = getattr(self, key)
             if value is not None:
                 data[key] = asdict(value)
         data["pending_controls"] = [asdict(c) for c in self.pending_controls]
         return data
+
+
+CONDOR_AWAY_KEY = "condor_away"  # meta: {since, reason} while HTCondor does not answer, null once it does
 
 
 def read_status(state_path: str | Path) -> StatusReport:
@@ -342,6 +358,7 @@ def read_status(state_path: str | Path) -> StatusReport:
     try:
         meta = {key: _meta_json(store, key) for key in (STATUS_KEY, "heartbeat", "stopped", "started", "control")}
         safe_state = _meta_json(store, "safe_state")
+        condor_away = _meta_json(store, CONDOR_AWAY_KEY)
         pid = _meta_int(store, "pid")
         pending = store.pending_controls()
     finally:
@@ -367,6 +384,7 @@ def read_status(state_path: str | Path) -> StatusReport:
         safe_state=safe,
         stopped=None if alive else _ended(snapshot, stopped),
         pending_controls=[PendingControl(c.command, c.count, c.requested_at, c.requested_by) for c in pending],
+        condor_away=CondorAwayStatus.from_json(condor_away) if alive else None,
     )
 
 

@@ -14,7 +14,8 @@ from wire_daemon.service.wording import when as time_of
 def render_status(report: StatusReport, now: float | None = None) -> str:
     now = time.time() if now is None else now
     snapshot = report.snapshot
-    lines = _dry_run_lines(snapshot) + [_daemon_line(report, now)] + _safe_state_lines(report)
+    lines = _dry_run_lines(snapshot) + [_daemon_line(report, now)] + _condor_away_lines(report)
+    lines += _safe_state_lines(report)
     if report.daemon == "never ran" or snapshot is None:
         return "\n".join(lines + ["no decision yet"])
     virtual = snapshot.virtual
@@ -68,6 +69,14 @@ def _dry_run_lines(snapshot: StatusSnapshot | None) -> list[str]:
     if snapshot is None or not snapshot.dry_run:
         return []
     return ["DRY-RUN: no cloud call is made; the launches and terminations below are what it would have done"]
+
+
+def _condor_away_lines(report: StatusReport) -> list[str]:
+    away = report.condor_away
+    if away is None:
+        return []
+    since = f" since {wall_time(away.since)}" if away.since is not None else ""
+    return [f"HTCONDOR UNREACHABLE{since}: {away.reason}; the pool is held as it is until it answers"]
 
 
 def _safe_state_lines(report: StatusReport) -> list[str]:
