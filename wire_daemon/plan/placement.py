@@ -35,11 +35,16 @@ starts. The same rule, task by task, gives each of the queue's next tasks
 (a full pool's worth) a market, which the loop hands to Condor as the job's
 Rank (``CondorControl.prefer_market``): long critical work ranks on-demand
 slots first, the rest spot slots. A task that already lost work to an
-eviction (a reclaim) is judged as critical: its retry should not land on
-spot again when the work it would repeat is long. A Rank is only a
-preference, so when more queued tasks rank on-demand first than the
-on-demand slots free or booting can take, the decision launches on-demand
-instances for them (the *shield*), within ``max_instances``.
+eviction (a reclaim) is judged as critical, and at least as long as the
+attempt it lost: its retry should not land on spot again when the work it
+would repeat is long. A Rank is only a preference, so when more queued
+tasks rank on-demand first than the on-demand slots free or booting can
+take, the decision launches on-demand instances for them (the *shield*),
+within ``max_instances``; and those tasks *require* on-demand (a clause of
+the job's Requirements), as many as on-demand slots are free or coming, so
+that they wait for one rather than start on a free spot slot. Condor reruns
+a reclaimed task at once, before this policy sees it queued: a task running
+on spot whose rerun would be judged on-demand requires it while it runs.
 """
 
 from __future__ import annotations
