@@ -158,7 +158,7 @@ class HTCondorControl:
             where = f"ClusterId == {int(cluster)} && ProcId == {int(proc)}"
             ads = list(self.schedd.query(constraint=where, projection=["Requirements"]))
             current = str(ads[0].get("Requirements", "true")) if ads else "true"
-            if REQUIRE_CLAUSE not in current:
+            if "WireRequiredMarket" not in current:  # the schedd may print the clause its own way
                 self.schedd.edit([job_id], "Requirements", f"({current}) && {REQUIRE_CLAUSE}", flags=_non_durable())
 
     def _apply(self, task_id: str) -> bool:
