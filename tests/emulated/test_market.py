@@ -157,3 +157,27 @@ def test_a_preference_is_a_rank_not_a_requirement():
     site.prefer_market("L", Market.ON_DEMAND)  # no on-demand capacity at all: it runs on spot
     site.advance_to(100.0)
     assert [e.host for e in site.poll_events() if e.kind is EventKind.STARTED] == [spot.instance_id]
+
+
+def test_a_job_that_requires_on_demand_waits_for_an_on_demand_slot_and_runs_anywhere_once_lifted():
+    site = _site([TaskSpec("L", "long", runtime_s=3000.0), TaskSpec("S", "short", runtime_s=30.0)])
+    (spot,) = site.launch(1, market=Market.SPOT)
+    site.prefer_market("L", Market.ON_DEMAND, required=True)
+    site.advance_to(100.0)  # the spot worker is up with a free slot: only S starts
+    assert {e.task_id: e.host for e in site.poll_events() if e.kind is EventKind.STARTED} == {"S": spot.instance_id}
+    (on_demand,) = site.launch(1, market=Market.ON_DEMAND)
+    site.advance_to(200.0)
+    assert [(e.task_id, e.host) for e in site.poll_events() if e.kind is EventKind.STARTED] == [
+        ("L", on_demand.instance_id)
+    ]
+
+
+def test_a_lifted_requirement_lets_the_waiting_job_start_on_spot():
+    site = _site([TaskSpec("L", "long", runtime_s=3000.0)])
+    (spot,) = site.launch(1, market=Market.SPOT)
+    site.prefer_market("L", Market.ON_DEMAND, required=True)
+    site.advance_to(100.0)
+    assert not [e for e in site.poll_events() if e.kind is EventKind.STARTED]
+    site.prefer_market("L", Market.ON_DEMAND)
+    site.advance_to(110.0)
+    assert [e.host for e in site.poll_events() if e.kind is EventKind.STARTED] == [spot.instance_id]

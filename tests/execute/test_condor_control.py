@@ -222,3 +222,48 @@ def test_a_market_preference_is_the_job_s_rank_reapplied_after_a_retry():
     assert len(control.schedd.edits) == 2
     jobs["a"] = "4.0"  # DAGMan retried the node
     assert control.sync() == 1 and control.schedd.edits[-1][0] == ("4.0",)
+
+
+class RequirementsSchedd(FakeSchedd):
+    """A schedd whose jobs carry the Requirements condor_submit gave them, and keep what edits set."""
+
+    def __init__(self):
+        super().__init__()
+        self.requirements = '(TARGET.Arch == "X86_64")'
+
+    def query(self, constraint=None, projection=None):
+        return [{"JobPrio": 0, "Requirements": self.requirements}]
+
+    def edit(self, job_spec, attr, value, flags=htcondor2.TransactionFlag.Default):
+        if attr == "Requirements":
+            self.requirements = value
+        return super().edit(job_spec, attr, value, flags)
+
+
+def test_a_required_market_is_a_job_attribute_its_requirements_check_and_a_lift_clears_it():
+    from wire_daemon.execute.condor_control import REQUIRE_CLAUSE
+
+    jobs = {"a": "3.0"}
+    schedd = RequirementsSchedd()
+    control = _control(jobs, schedd=schedd)
+    control.prefer_market("a", Market.ON_DEMAND, required=True)
+    nd = htcondor2.TransactionFlag.NonDurable
+    assert schedd.edits == [
+        (("3.0",), "Rank", 'TARGET.WireMarket =?= "on-demand"', nd),
+        (("3.0",), "WireRequiredMarket", '"on-demand"', nd),
+        (("3.0",), "Requirements", f'((TARGET.Arch == "X86_64")) && {REQUIRE_CLAUSE}', nd),
+    ]
+    control.prefer_market("a", Market.ON_DEMAND, required=True)  # the clause is there: not added twice
+    assert [e[1] for e in schedd.edits[3:]] == ["Rank", "WireRequiredMarket"]
+    control.prefer_market("a", Market.ON_DEMAND)  # lifted: the attribute goes, the clause stays neutral
+    assert schedd.edits[-1] == (("3.0",), "WireRequiredMarket", "undefined", nd)
+    assert schedd.requirements.count("WireRequiredMarket") == 2  # one clause
+    jobs["a"] = "4.0"  # DAGMan retried the node: the retry is not required anything, its attribute is cleared
+    assert control.sync() == 1 and schedd.edits[-1] == (("4.0",), "WireRequiredMarket", "undefined", nd)
+
+
+def test_a_market_preference_alone_never_touches_the_requirements():
+    schedd = RequirementsSchedd()
+    control = _control({"a": "3.0"}, schedd=schedd)
+    control.prefer_market("a", Market.SPOT)
+    assert [e[1] for e in schedd.edits] == ["Rank"]

@@ -2,6 +2,7 @@
 
 from collections.abc import Sequence
 
+from wire_daemon.core.errors import CloudCapacityError
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal
 from wire_daemon.core.pricing import Market
@@ -74,3 +75,27 @@ def test_separate_reclaims_still_back_off_when_bursts_count_once():
         cloud.reclaim(1)
     fallback.list_instances()
     assert fallback.interruptions == 2 and fallback.backed_off("")
+
+
+def test_with_back_off_on_reclaims_off_only_a_capacity_error_backs_off():
+    cloud = _Cloud()
+    fallback = SpotFallback(cloud, lambda: 100.0, Journal(), FallbackRule(back_off_on_reclaims=False))
+    fallback.launch(3, market=Market.SPOT)
+    for _ in range(2):
+        fallback.list_instances()
+        cloud.reclaim(1)
+    fallback.list_instances()
+    assert fallback.interruptions == 2 and not fallback.backed_off("")
+    assert [i.market for i in fallback.launch(1, market=Market.SPOT)] == [Market.SPOT]
+    cloud.launch = _short_of_spot(cloud.launch)
+    assert [i.market for i in fallback.launch(1, market=Market.SPOT)] == [Market.ON_DEMAND]
+    assert fallback.backed_off("")
+
+
+def _short_of_spot(launch):
+    def refusing(count, request_id=None, *, instance_type="", market=Market.ON_DEMAND):
+        if market is Market.SPOT:
+            raise CloudCapacityError("test", "launch", "InsufficientInstanceCapacity")
+        return launch(count, request_id, instance_type=instance_type, market=market)
+
+    return refusing

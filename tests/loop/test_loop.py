@@ -23,8 +23,8 @@ class RecordingCondor:
     def retire_instance(self, instance_id):
         self.calls.append(("retire", instance_id))
 
-    def prefer_market(self, task_id, market):
-        self.calls.append((task_id, market))
+    def prefer_market(self, task_id, market, required=False):
+        self.calls.append((task_id, market, "required") if required else (task_id, market))
 
 
 def _state():
@@ -126,6 +126,31 @@ def test_the_loop_hands_each_queued_task_s_market_to_condor_once_per_change():
     loop.iterate(0.0)
     loop.iterate(180.0)
     assert condor.calls == [("a0", Market.ON_DEMAND), ("a1", Market.SPOT)]
+
+
+class RequiresOnce:
+    """Requires on-demand for a0 in its first plan, then places nothing."""
+
+    name = "test"
+
+    def __init__(self):
+        self.plans = 0
+
+    def plan(self, now, state, instances, queue_order):
+        self.plans += 1
+        if self.plans > 1:
+            return PlanResult(SteeringDecision(0, 0))
+        a0 = state.workflow.index_of("a0")
+        return PlanResult(SteeringDecision(0, 0), job_markets={a0: Market.ON_DEMAND}, job_required={a0})
+
+
+def test_a_requirement_no_later_plan_renews_is_lifted_while_the_task_waits():
+    state, condor = _state(), RecordingCondor()
+    loop = MapeLoop(state, _NoEvents(), _NoCloud(), condor, RequiresOnce(), SteeringConfig(), boost=False)
+    loop.iterate(0.0)
+    loop.iterate(180.0)
+    loop.iterate(360.0)
+    assert condor.calls == [("a0", Market.ON_DEMAND, "required"), ("a0", Market.ON_DEMAND)]
 
 
 class _NoEvents:

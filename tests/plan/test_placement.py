@@ -173,3 +173,48 @@ def test_the_shield_stays_put_with_a_free_on_demand_slot_or_a_full_pool():
     assert MarketPlacement(_Launches(0), STEERING).plan(0.0, state, with_od, _queue(wf)).decision.launch == 0
     full = [Instance(f"i-{n}", 0.0, 1, market=Market.SPOT) for n in range(STEERING.max_instances)]
     assert MarketPlacement(_Launches(0), STEERING).plan(0.0, state, full, _queue(wf)).decision.launch == 0
+
+
+def test_work_ranking_on_demand_requires_it_only_as_far_as_on_demand_slots_come():
+    wf = _chain_and_fan()
+    state = _idle(wf, ["L1", *(f"S{i}" for i in range(8))])
+    spot_pool = [Instance(f"i-{n}", 0.0, 1, market=Market.SPOT) for n in range(3)]
+    shielded = MarketPlacement(_Launches(0), STEERING).plan(0.0, state, spot_pool, _queue(wf))
+    assert shielded.job_required == {wf.index_of("L1")}  # the shield's on-demand instance is coming for it
+    full = [Instance(f"i-{n}", 0.0, 1, market=Market.SPOT) for n in range(STEERING.max_instances)]
+    crowded = MarketPlacement(_Launches(0), STEERING).plan(0.0, state, full, _queue(wf))
+    assert crowded.job_markets[wf.index_of("L1")] is Market.ON_DEMAND
+    assert crowded.job_required == set()  # no on-demand slot can come: a rank only, it must not wait forever
+
+
+def _running_on_spot(wf, started):
+    state = RunState(wf)
+    for n, (name, since) in enumerate(started.items()):
+        task = wf.index_of(name)
+        state.status[task] = TaskStatus.RUNNING
+        state.host[task] = f"i-{n}"
+        state.start_time[task] = since
+    return state, [Instance(f"i-{n}", 0.0, 1, market=Market.SPOT) for n in range(len(started))]
+
+
+def test_a_long_task_running_on_spot_has_its_rerun_wait_for_on_demand_a_short_one_not():
+    wf = _chain_and_fan()
+    state, pool = _running_on_spot(wf, {"L1": 0.0, "S0": HOUR - 10.0})  # an hour in, and 10 s in
+    result = MarketPlacement(_Launches(0), STEERING).plan(HOUR, state, pool, np.array([], dtype=np.int64))
+    assert result.job_markets == {wf.index_of("L1"): Market.ON_DEMAND}
+    assert result.job_required == {wf.index_of("L1")}
+
+
+def test_a_retried_task_is_judged_at_least_as_long_as_the_attempt_it_lost():
+    wf = _chain_and_fan()
+    queue = np.array([wf.index_of("S0")])  # predicted 30 s: spot, even retried
+    state = _idle(wf, ["S0"])
+    state.lost_s[wf.index_of("S0")] = 60.0
+    pool = [Instance("i-1", 0.0, 1)]
+    assert MarketPlacement(_Launches(0), STEERING).plan(0.0, state, pool, queue).job_markets == {
+        wf.index_of("S0"): Market.SPOT
+    }
+    state.lost_s[wf.index_of("S0")] = 3 * HOUR  # the reclaim cut three hours short: the prediction was wrong
+    assert MarketPlacement(_Launches(0), STEERING).plan(0.0, state, pool, queue).job_markets == {
+        wf.index_of("S0"): Market.ON_DEMAND
+    }

@@ -40,8 +40,10 @@ The model, and the choices made where reality offers several:
   each instance's price per hour times the seconds the billing rule charges.
   A job may prefer a market (``prefer_market``, HTCondor's job Rank): while
   spot capacity is up, a negotiation starts it on the oldest free slot of
-  that market, or on the oldest free slot when its market has none. Memory
-  negotiation (partitionable slots) does not look at markets.
+  that market, or on the oldest free slot when its market has none. A job
+  may also require its market (``required``, a clause of its Requirements):
+  it then waits for a free slot of that market. Memory negotiation
+  (partitionable slots) does not look at markets.
 """
 
 from __future__ import annotations
@@ -147,6 +149,7 @@ class EmulatedSite:
         self.reclaims: list[tuple[float, str, str, float]] = []
         self.capacity_failures = 0  # spot instances asked for that the market had no room for
         self._prefer: dict[int, Market] = {}  # task -> the market its job ranks first
+        self._require: set[int] = set()  # tasks whose job runs only on its preferred market
         self.time = 0.0
         self.true_occupancy_s, self.true_exec_s = task_times(workflow, config)
         self._rng = np.random.default_rng(config.seed)
@@ -285,8 +288,14 @@ class EmulatedSite:
             heapq.heappush(self._idle, (-priority, int(self._submit_seq[task]), task))
             self._request_negotiation()
 
-    def prefer_market(self, task_id: str, market: Market) -> None:
-        self._prefer[self.wf.index_of(task_id)] = market
+    def prefer_market(self, task_id: str, market: Market, required: bool = False) -> None:
+        task = self.wf.index_of(task_id)
+        self._prefer[task] = market
+        if required:
+            self._require.add(task)
+        elif task in self._require:
+            self._require.discard(task)
+            self._request_negotiation()  # it may take any slot now
 
     def retire_instance(self, instance_id: str) -> None:
         inst = self._instances.get(instance_id)
@@ -382,7 +391,7 @@ class EmulatedSite:
         if self.memory_on:
             self._negotiate_shapes()
             return
-        if self._prefer and any(i.market is Market.SPOT for i in self._alive.values()):
+        if self._require or (self._prefer and any(i.market is Market.SPOT for i in self._alive.values())):
             self._negotiate_markets()
             return
         free = self._free_slots()
@@ -398,8 +407,9 @@ class EmulatedSite:
     def _negotiate_markets(self) -> None:
         """Idle jobs by priority, each on the oldest free slot of the market it prefers, else the oldest free slot.
 
-        A preference is a rank, not a requirement (HTCondor's job Rank): a job
-        whose market has no free slot takes any.
+        A preference is a rank (HTCondor's job Rank): a job whose market has no
+        free slot takes any. A job that requires its market waits in the queue
+        until a slot of that market is free.
         """
         free: dict[Market, list[tuple[int, str]]] = {m: [] for m in Market}
         for order, inst in enumerate(self._alive.values()):
@@ -407,15 +417,21 @@ class EmulatedSite:
                 free[inst.market].extend((order, inst.instance_id) for _ in range(inst.slots - len(inst.running)))
         for slots in free.values():
             slots.reverse()  # oldest last: pop() takes it
+        waiting: list[tuple[int, int, int]] = []
         while self._idle and any(free.values()):
             neg_prio, seq, task = heapq.heappop(self._idle)
             stale = task in self._host or self._done[task] or -neg_prio != self._priority[task]
             if stale or seq != self._submit_seq[task]:
                 continue
             wanted = self._prefer.get(task)
+            if wanted is not None and not free[wanted] and task in self._require:
+                waiting.append((neg_prio, seq, task))
+                continue
             if wanted is None or not free[wanted]:
                 wanted = min((m for m in Market if free[m]), key=lambda m: free[m][-1][0])
             self._start_task(task, free[wanted].pop()[1])
+        for entry in waiting:
+            heapq.heappush(self._idle, entry)
 
     def _free_slots(self) -> Iterator[str]:
         """Free slots, oldest instance first, one instance id per slot.

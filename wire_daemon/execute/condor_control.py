@@ -82,6 +82,12 @@ class _Boost:
 class _Rank:
     market: Market
     applied_to: str | None = None  # job id the edit reached last
+    required: bool = False  # the job runs only on ``market`` (WireRequiredMarket, checked by its Requirements)
+    lifts: bool = False  # the node's job was required a market before: undo it
+
+
+# Neutral until the job's WireRequiredMarket names a market: then only a worker advertising it matches.
+REQUIRE_CLAUSE = "(MY.WireRequiredMarket =?= undefined || TARGET.WireMarket =?= MY.WireRequiredMarket)"
 
 
 @dataclass
@@ -153,10 +159,13 @@ class HTCondorControl:
 
     # -- market placement ----------------------------------------------------
 
-    def prefer_market(self, task_id: str, market: Market) -> None:
+    def prefer_market(self, task_id: str, market: Market, required: bool = False) -> None:
         """Rank slots of ``market`` first for the node's job: workers advertise ``WireMarket`` (their boot
-        reads it from the metadata service); a job whose market has no free slot still runs elsewhere."""
-        self._ranks[task_id] = _Rank(market)
+        reads it from the metadata service); a job whose market has no free slot still runs elsewhere,
+        unless ``required``: then its Requirements match only workers of ``market``."""
+        before = self._ranks.get(task_id)
+        lifts = before is not None and (before.required or before.lifts)
+        self._ranks[task_id] = _Rank(market, required=required, lifts=lifts)
         self._apply_rank(task_id)
 
     def _apply_rank(self, task_id: str) -> bool:
@@ -166,12 +175,27 @@ class HTCondorControl:
             return False
         try:
             self._schedd().edit([job_id], "Rank", f'TARGET.WireMarket =?= "{rank.market.value}"', flags=_non_durable())
+            if rank.required or rank.lifts:
+                self._require(job_id, rank)
         except Exception as exc:  # the bindings raise HTCondorException and friends
             self.errors += 1
             log.warning("could not set the Rank of %s (job %s): %s", task_id, job_id, exc)
             return False
         rank.applied_to = job_id
         return True
+
+    def _require(self, job_id: str, rank: _Rank) -> None:
+        """Name the required market on the job (undefined: none), with the clause that checks it added once."""
+        value = f'"{rank.market.value}"' if rank.required else "undefined"
+        schedd = self._schedd()
+        schedd.edit([job_id], "WireRequiredMarket", value, flags=_non_durable())
+        if rank.required:
+            cluster, _, proc = job_id.partition(".")
+            where = f"ClusterId == {int(cluster)} && ProcId == {int(proc)}"
+            ads = list(schedd.query(constraint=where, projection=["Requirements"]))
+            current = str(ads[0].get("Requirements", "true")) if ads else "true"
+            if "WireRequiredMarket" not in current:  # the schedd may print the clause its own way
+                schedd.edit([job_id], "Requirements", f"({current}) && {REQUIRE_CLAUSE}", flags=_non_durable())
 
     def _apply(self, task_id: str) -> bool:
         boost = self._boosts[task_id]
@@ -405,8 +429,9 @@ class LoggedCondorControl:
     def retire_instance(self, instance_id: str) -> None:
         self.notes.append(f"condor control off: would drain {instance_id}")
 
-    def prefer_market(self, task_id: str, market: Market) -> None:
-        self.notes.append(f"condor control off: would rank {market} slots first for {task_id}")
+    def prefer_market(self, task_id: str, market: Market, required: bool = False) -> None:
+        wish = f"require {market} slots" if required else f"rank {market} slots first"
+        self.notes.append(f"condor control off: would {wish} for {task_id}")
 
     def request_memory_mib(self, task_id: str) -> float | None:
         return None  # no schedd to read: the rightsizer leaves every job as it is

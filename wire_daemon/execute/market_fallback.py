@@ -6,7 +6,8 @@ emulated site). A spot launch that the cloud refuses for capacity
 so are that type's spot launches for a back-off period after it, or after
 ``interruptions_to_back_off`` reclaims of the type within ``window_s``: a
 type the market keeps taking back is not worth its discount (with
-``bursts_count_once``, reclaims seen together count as one event). What a peer
+``bursts_count_once``, reclaims seen together count as one event; with
+``back_off_on_reclaims`` off, only a capacity error backs off). What a peer
 does (Karpenter falls back the same way); what it saves is measured in the
 market study.
 
@@ -37,6 +38,10 @@ class FallbackRule:
     # launch's market (plan/placement.py) weighs it so, and a back-off on the burst alone would send
     # its launches on-demand at the full price against reclaims that do not come.
     bursts_count_once: bool = False
+    # False: reclaims are counted and published but never start a back-off; only a capacity error does. For a
+    # policy that weighs reclaims itself (plan/placement.py learns the rate and sends the work a reclaim would
+    # set back, reruns included, to on-demand): a back-off on top sent its short work on-demand as well.
+    back_off_on_reclaims: bool = True
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,7 @@ class SpotFallback:
             self._events[kind] = [t for t in self._events.get(kind, []) if t > now - self.rule.window_s]
         for kind, count in events.items():
             self._events[kind] += [now] * count
-            if len(self._events[kind]) >= self.rule.interruptions_to_back_off:
+            if self.rule.back_off_on_reclaims and len(self._events[kind]) >= self.rule.interruptions_to_back_off:
                 self._back_off(kind, f"{len(self._events[kind])} reclaims within {self.rule.window_s / 60:.0f} min")
 
     def _back_off(self, instance_type: str, why: str) -> None:

@@ -185,7 +185,8 @@ class MapeLoop:
         self.policy = policy
         self.steering = steering
         self.boost = PriorityBoost(state, steering.boost_first_tasks if boost else 0, steering.boost_priority)
-        self._job_market: dict[int, Market] = {}  # the market each task was last asked to start on
+        self._job_market: dict[int, tuple[Market, bool]] = {}  # the market each task was last asked for, required
+        self._required: set[int] = set()  # tasks asked to start on their market only
         self.last_plan: PlanResult | None = None
         # Drained instance -> its termination time; published (InstanceReleased), so a state file keeps it.
         self.pending_releases: dict[str, float] = {}
@@ -213,18 +214,31 @@ class MapeLoop:
         for instance_id in decision.release:
             self._release(now, instance_id, decision.release_at.get(instance_id, now))
         self.release_due(now)
-        self._place_jobs(plan.job_markets)
+        self._place_jobs(plan.job_markets, plan.job_required)
         boosted = self.boost.apply(self.state, self.condor)
         if boosted:
             self.journal.publish(TasksBoosted(now, tuple(boosted), self.boost.priority))
         return self._record(now, plan, len(instances), launched, len(boosted), decision_s)
 
-    def _place_jobs(self, markets: dict[int, Market]) -> None:
+    def _place_jobs(self, markets: dict[int, Market], required: set[int]) -> None:
         """Ask Condor to start each queued task on the market the plan chose for it (once per change)."""
+        status = self.state.status
+        for task in [t for t in self._required if t not in required and t not in markets]:
+            if status[task] == TaskStatus.IDLE:  # no plan renews it: the job must not wait for it forever
+                self._place_job(task, self._job_market[task][0], False)
+            elif status[task] == TaskStatus.DONE:
+                self._required.discard(task)
         for task, market in markets.items():
-            if self._job_market.get(task) is not market and self.state.status[task] == TaskStatus.IDLE:
-                self.condor.prefer_market(self.state.workflow.task_ids[task], market)
-                self._job_market[task] = market
+            if self._job_market.get(task) != (market, task in required) and status[task] != TaskStatus.DONE:
+                self._place_job(task, market, task in required)
+
+    def _place_job(self, task: int, market: Market, required: bool) -> None:
+        self.condor.prefer_market(self.state.workflow.task_ids[task], market, required)
+        self._job_market[task] = (market, required)
+        if required:
+            self._required.add(task)
+        else:
+            self._required.discard(task)
 
     def next_release(self) -> float | None:
         if self.frozen:

@@ -35,11 +35,16 @@ starts. The same rule, task by task, gives each of the queue's next tasks
 (a full pool's worth) a market, which the loop hands to Condor as the job's
 Rank (``CondorControl.prefer_market``): long critical work ranks on-demand
 slots first, the rest spot slots. A task that already lost work to an
-eviction (a reclaim) is judged as critical: its retry should not land on
-spot again when the work it would repeat is long. A Rank is only a
-preference, so when more queued tasks rank on-demand first than the
-on-demand slots free or booting can take, the decision launches on-demand
-instances for them (the *shield*), within ``max_instances``.
+eviction (a reclaim) is judged as critical, and at least as long as the
+attempt it lost: its retry should not land on spot again when the work it
+would repeat is long. A Rank is only a preference, so when more queued
+tasks rank on-demand first than the on-demand slots free or booting can
+take, the decision launches on-demand instances for them (the *shield*),
+within ``max_instances``; and those tasks *require* on-demand (a clause of
+the job's Requirements), as many as on-demand slots are free or coming, so
+that they wait for one rather than start on a free spot slot. Condor reruns
+a reclaimed task at once, before this policy sees it queued: a task running
+on spot whose rerun would be judged on-demand requires it while it runs.
 """
 
 from __future__ import annotations
@@ -174,7 +179,58 @@ class MarketPlacement:
             for i, t in enumerate(head.tolist())
         }
         self._shield(decision, state, instances, result.job_markets)
+        result.job_required = self._required(decision, state, instances, result.job_markets, head)
+        reruns = self._reruns(now, work, state, instances)
+        result.job_markets.update(dict.fromkeys(reruns, Market.ON_DEMAND))
+        result.job_required |= reruns
         return result
+
+    def _reruns(self, now: float, work: _Work, state: RunState, instances: Sequence[Instance]) -> set[int]:
+        """Tasks running on spot whose rerun, should a reclaim cut them short, must wait for on-demand.
+
+        Condor reruns a reclaimed task at the next negotiation, before this
+        policy sees it queued: its market is set while it runs. The rerun is
+        judged as a retried task whose work is the whole task (what has run,
+        plus what is predicted to remain).
+        """
+        spot = {i.instance_id for i in instances if i.market is Market.SPOT}
+        config, rate = self.config, self.rate.per_second
+        chosen = set()
+        for task, host in state.host.items():
+            if host not in spot or not np.isfinite(state.start_time[task]):
+                continue
+            left = float(work.remaining[task])
+            d = max(now - float(state.start_time[task]) + (left if math.isfinite(left) else 0.0), 1.0)
+            late_weight = config.max_instances * (d / 2 + config.interval_s) / d
+            if not spot_worth(d, rate, config.spot_price_ratio, True, late_weight):
+                chosen.add(task)
+        return chosen
+
+    def _required(
+        self,
+        decision: SteeringDecision,
+        state: RunState,
+        instances: Sequence[Instance],
+        markets: dict[int, Market],
+        head: np.ndarray,
+    ) -> set[int]:
+        """The queued tasks that must wait for an on-demand slot: as many as such slots are free or coming.
+
+        A Rank lets a long task start on a free spot slot rather than wait a
+        boot lag for the on-demand one the shield launched for it. The first
+        queued tasks that rank on-demand require it, up to the on-demand slots
+        free, booting or launched by this decision: never more, so no job waits
+        for capacity that is not coming.
+        """
+        slots = self.config.slots_per_instance
+        leaving = set(decision.release)
+        od = {i.instance_id: i.slots for i in instances if i.market is Market.ON_DEMAND}
+        od = {instance_id: n for instance_id, n in od.items() if instance_id not in leaving}
+        od_busy = sum(1 for host in state.host.values() if host in od)
+        room = sum(od.values()) - od_busy + (decision.launch - decision.spot_launches) * slots
+        queued = state.status == TaskStatus.IDLE
+        wanting = [t for t in head.tolist() if markets.get(t) is Market.ON_DEMAND and queued[t]]
+        return set(wanting[: max(room, 0)])
 
     def _shield(
         self, decision: SteeringDecision, state: RunState, instances: Sequence[Instance], markets: dict[int, Market]
@@ -227,6 +283,8 @@ class MarketPlacement:
         config = self.config
         known = work.remaining[tasks][np.isfinite(work.remaining[tasks])]
         d = max(float(known.max()) if known.size else work.typical, 1.0)
+        if retried:  # a rerun takes at least as long as the attempt a reclaim cut short
+            d = max(d, float(work.lost[tasks].max()))
         critical = retried or (bool(tasks.size) and float(work.paths[tasks].max()) >= CRITICAL_SHARE * work.longest)
         late_weight = config.max_instances * (d / 2 + config.interval_s) / d
         return spot_worth(d, self.rate.per_second, config.spot_price_ratio, critical, late_weight)
@@ -237,6 +295,7 @@ class _Work:
     """What is left, as placement reads it: remaining times, critical paths, a typical task."""
 
     remaining: np.ndarray
+    lost: np.ndarray  # per task, the work evictions threw away
     paths: np.ndarray
     longest: float
     typical: float
@@ -247,7 +306,7 @@ class _Work:
         unfinished = state.status != TaskStatus.DONE
         paths = critical_paths(state.workflow, remaining, unfinished)
         longest = float(paths.max()) if paths.size else 0.0
-        return cls(remaining, paths, longest, _typical(remaining, unfinished, default_s))
+        return cls(remaining, state.lost_s, paths, longest, _typical(remaining, unfinished, default_s))
 
 
 def _typical(remaining: np.ndarray, unfinished: np.ndarray, default: float) -> float:

@@ -60,8 +60,8 @@ class CondorControl(Protocol):
     def retire_instance(self, instance_id: str) -> None:
         """Drain a worker: start no new job on it; running jobs go on."""
 
-    def prefer_market(self, task_id: str, market: Market) -> None:
-        """Start the job on a slot of ``market`` when one is free (a rank, not a requirement)."""
+    def prefer_market(self, task_id: str, market: Market, required: bool = False) -> None:
+        """Start the job on a slot of ``market`` when one is free (a rank); ``required``: only there."""
 
 
 class Clock(Protocol):

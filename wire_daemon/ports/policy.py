@@ -71,6 +71,8 @@ class PlanResult:
     full_pool_makespan_s: float | None = None
     # Policies that place work by market: the market each queued task should start on (task index ->).
     job_markets: dict[int, Market] = field(default_factory=dict)
+    # Of those, the tasks that must start on their market (wait for its slot rather than take another).
+    job_required: set[int] = field(default_factory=set)
 
 
 class ScalingPolicy(Protocol):

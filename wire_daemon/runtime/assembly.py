@@ -96,9 +96,10 @@ def assemble_loop(
     cloud = world.cloud
     entry = policy_entry(policy)
     if spot_falls_back(entry, inputs.steering):
-        # A policy choosing each launch's market reads a storm as one event; so does its fallback.
+        # A policy choosing each launch's market weighs reclaims itself: its fallback backs off on capacity only.
         chooses = entry.market is None and inputs.steering.market == "auto"
-        cloud = SpotFallback(cloud, world.clock, journal, FallbackRule(bursts_count_once=chooses))
+        rule = FallbackRule(bursts_count_once=chooses, back_off_on_reclaims=not chooses)
+        cloud = SpotFallback(cloud, world.clock, journal, rule)
     return MapeLoop(
         inputs.state,
         world.observations,
