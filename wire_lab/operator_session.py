@@ -26,9 +26,10 @@ The session fails (exit 1, naming the command) on any traceback in any
 output, the daemon's log included, and on a decision line longer than
 ``DECISION_LINE_MAX`` characters.
 
-Not in it: the daemon started before Condor (``condor.control: htcondor``
-against a schedd that is not running). This host runs no HTCondor, so the
-session shows only what ``check-config`` says of such a config (a warning).
+The daemon is also started before HTCondor (``condor.control: htcondor``
+with no schedd running): it waits, in one line, and ``status`` says so.
+This host runs no HTCondor, so HTCondor coming back (and a
+``condor_restart``) are shown by the real-pool tests instead.
 
 The only edit to the output: the session directory's absolute path is
 shown as ``$SESSION`` (the commands run inside it with relative paths).
@@ -148,7 +149,8 @@ class Session:
     def decisions(self, command: str) -> str:
         """Run a ``decisions`` command; each decision it prints must be one line of at most DECISION_LINE_MAX."""
         output = self.run(command)
-        long = [line for line in output.splitlines() if len(line) > DECISION_LINE_MAX]
+        # as the transcript shows them: a run's header names its config by path, which here is a temporary dir
+        long = [line for line in self._clean(output).splitlines() if len(line) > DECISION_LINE_MAX]
         if long:
             self.write()
             raise SystemExit(
@@ -271,12 +273,34 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
         "check-config says as a warning (Condor may start after the daemon)."
     )
     (s.dir / "config-condor.yaml").write_text(
-        CONFIG.format(endpoint=endpoint, unit=CHARGING_UNIT_S, interval=INTERVAL_S, **ids).replace(
+        CONFIG.format(endpoint=endpoint, unit=CHARGING_UNIT_S, interval=INTERVAL_S, **ids)
+        .replace(
             'control: "off"            # no schedd here: boosts and drains are logged, not made',
             "control: htcondor",
         )
+        .replace("state_path: state.sqlite", "state_path: state-condor.sqlite")
+        .replace("decisions_path: decisions.jsonl", "decisions_path: decisions-condor.jsonl")
     )
     s.run("wire-daemon check-config config-condor.yaml 2>&1 >/dev/null | cut -c1-160")
+    s.note(
+        "The daemon started before HTCondor (a boot-order race): it says so in one line, holds the pool\n"
+        "and asks again with back-off; status says so at the top. (It goes on when HTCondor answers:\n"
+        "tests/realpool/test_weather_on_pool.py shows that, and a condor_restart, on a real pool.)"
+    )
+    waiting = subprocess.Popen(
+        ["wire-daemon", "run", "--config", "config-condor.yaml"],
+        cwd=s.dir,
+        env=s.env,
+        stderr=(s.dir / "run-condor.log").open("w"),
+    )
+    s.lines.append("$ wire-daemon run --config config-condor.yaml 2> run-condor.log &")
+    wait_for(lambda: "HTCondor unreachable" in (s.dir / "run-condor.log").read_text(), timeout=60)
+    s.run("wire-daemon status --config config-condor.yaml | head -n 3 | cut -c1-160")
+    waiting.send_signal(signal.SIGTERM)
+    waiting.wait(timeout=60)
+    s.lines.append(f"$ kill -TERM {waiting.pid}")
+    s.run("cut -c1-200 run-condor.log")
+    s.no_traceback("wire-daemon run (HTCondor away)", (s.dir / "run-condor.log").read_text())
     s.note("Paused before the first start: the command waits in the state file for the first run.")
     s.run("wire-daemon pause --config config.yaml  # before the daemon's first start")
 
