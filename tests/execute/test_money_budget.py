@@ -2,41 +2,13 @@
 
 from __future__ import annotations
 
+from tests.execute.memory_cloud import MemoryCloud
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal, LimitHit
 from wire_daemon.core.pricing import Market, price_list
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
 from wire_daemon.persist.store import StateStore
-
-
-class Cloud:
-    slots_per_instance = 4
-
-    def __init__(self, clock) -> None:
-        self.clock = clock
-        self.live: dict[str, Instance] = {}
-        self.n = 0
-
-    def list_instances(self, include_unusable=False):
-        return list(self.live.values())
-
-    def find_request(self, request_id):
-        return [i for i in self.live.values() if i.request_id == request_id]
-
-    def launch(self, count, request_id=None, instance_type="", market=Market.ON_DEMAND):
-        made = []
-        for _ in range(count):
-            self.n += 1
-            i = Instance(f"i-{self.n}", self.clock(), 4, "running", "", instance_type, request_id or "", market)
-            self.live[i.instance_id] = i
-            made.append(i)
-        return made
-
-    def terminate(self, ids):
-        for i in ids:
-            self.live.pop(i, None)
-        return list(ids)
 
 
 class Limits:
@@ -49,7 +21,7 @@ class Limits:
 
 
 def _guard(tmp_path, clock, billing, budget, **safety):
-    cloud, journal, limits = Cloud(lambda: clock["t"]), Journal(), Limits()
+    cloud, journal, limits = MemoryCloud(lambda: clock["t"]), Journal(), Limits()
     journal.subscribe(limits)
     offers = price_list((), 4, billing, 0.25, price_per_hour=0.4)  # on-demand 0.4 an hour, spot 0.1
     config = SafetyConfig(budget_per_hour=budget, max_launches_per_interval=50, max_instances=50, **safety)

@@ -2,45 +2,13 @@
 
 from __future__ import annotations
 
+from tests.execute.memory_cloud import MemoryCloud
 from wire_daemon.core.billing import Billing
-from wire_daemon.core.instances import Instance, LifecycleState
+from wire_daemon.core.instances import LifecycleState
 from wire_daemon.core.journal import InstanceReclaimed, Journal
 from wire_daemon.core.pricing import Market
 from wire_daemon.execute.guarded_cloud import GuardedCloud, SafetyConfig
 from wire_daemon.persist.store import StateStore
-
-
-class MarketCloud:
-    """An in-memory cloud that launches on the market asked, in one zone."""
-
-    slots_per_instance = 4
-
-    def __init__(self, clock) -> None:
-        self.clock = clock
-        self.live: dict[str, Instance] = {}
-        self.n = 0
-
-    def list_instances(self, include_unusable=False):
-        return list(self.live.values())
-
-    def find_request(self, request_id):
-        return [i for i in self.live.values() if i.request_id == request_id]
-
-    def launch(self, count, request_id=None, instance_type="", market=Market.ON_DEMAND):
-        out = []
-        for _ in range(count):
-            self.n += 1
-            i = Instance(
-                f"i-{self.n}", self.clock(), 4, "pending", "", instance_type, request_id or "", market, "az-1b"
-            )
-            self.live[i.instance_id] = i
-            out.append(i)
-        return out
-
-    def terminate(self, ids):
-        for i in ids:
-            self.live.pop(i, None)
-        return list(ids)
 
 
 class Events:
@@ -52,7 +20,7 @@ class Events:
 
 
 def _guard(tmp_path, clock):
-    cloud, events, journal = MarketCloud(lambda: clock["t"]), Events(), Journal()
+    cloud, events, journal = MemoryCloud(lambda: clock["t"], state="pending", zone="az-1b"), Events(), Journal()
     journal.subscribe(events)
     config = SafetyConfig(backoff_initial_s=300.0, died_young_s=600.0)
     guard = GuardedCloud(cloud, StateStore(tmp_path / "s.sqlite"), config, Billing(3600.0), lambda: clock["t"], journal)

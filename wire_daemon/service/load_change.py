@@ -46,18 +46,10 @@ class LoadWatch:
 
 def _span(before: float, after: float) -> str:
     """``66 min -> 4.0 h``; ``97 -> 6 min`` when both are in the same unit."""
-    old, new = _short(before), _short(after)
+    old, new = duration(before, 0), duration(after, 0)
     old_n, _, old_unit = old.partition(" ")
     new_n, _, new_unit = new.partition(" ")
     return f"{old_n} -> {new}" if old_unit == new_unit else f"{old} -> {new}"
-
-
-def _short(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _swings(before: float, after: float) -> bool:

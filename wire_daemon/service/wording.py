@@ -69,12 +69,12 @@ def ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
-def duration(seconds: float) -> str:
-    """``45 s``, ``7.5 min``, ``2.1 h``."""
+def duration(seconds: float, minute_digits: int = 1) -> str:
+    """``45 s``, ``7.5 min`` (``8 min`` with no minute digits), ``2.1 h``."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
+        return f"{seconds / 60:.{minute_digits}f} min"
     return f"{seconds / 3600:.1f} h"
 
 
