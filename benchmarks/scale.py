@@ -2,7 +2,8 @@
 
 Usage: python3 -u benchmarks/scale.py [--sizes 1000,10000,100000,1000000]
            [--shapes epigenomics,montage] [--repeat 3] [--profile FILE] [--skip-memory]
-           [--policy wire|target-slowdown|...]
+           [--policy wire|target-slowdown|...] [--market on-demand|spot|auto]
+           [--billing unit|second] [--interruptions R]
 
 For each synthetic workflow (wire_daemon/workflow/synthetic.py) and size:
 
@@ -41,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's wire_daemon and wire_lab
 
-from wire_daemon.core.config import EmulationConfig, PredictionConfig, SteeringConfig
+from wire_daemon.core.config import MARKET_MODES, EmulationConfig, PredictionConfig, SteeringConfig
 from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.site import EmulatedSite
@@ -66,17 +67,24 @@ class RunFigures:
     wall_s: float
 
 
-def steering_for(n_tasks: int) -> SteeringConfig:
-    return SteeringConfig(max_instances=max(4, n_tasks // 500))
+def steering_for(n_tasks: int, market: str = "on-demand", billing: str = "unit") -> SteeringConfig:
+    return SteeringConfig(max_instances=max(4, n_tasks // 500), market=market, billing_model=billing)
 
 
 def run_once(
-    workflow: Workflow, seed: int, profiler: cProfile.Profile | None = None, policy_name: str = "wire"
+    workflow: Workflow,
+    seed: int,
+    profiler: cProfile.Profile | None = None,
+    policy_name: str = "wire",
+    market: str = "on-demand",
+    billing: str = "unit",
+    interruptions: float = 0.0,
 ) -> RunFigures:
     """One replay under ``policy_name``, timing each ``MapeLoop.iterate`` (the loop of ``replay.replay``)."""
-    steering = steering_for(workflow.n_tasks)
+    steering = steering_for(workflow.n_tasks, market, billing)
     started = time.perf_counter()
-    site = EmulatedSite(workflow, EmulationConfig(seed=seed), steering.slots_per_instance, steering.billing)
+    world = EmulationConfig(seed=seed, spot_interruptions_per_hour=interruptions)
+    site = EmulatedSite(workflow, world, steering.slots_per_instance, steering.billing)
     state = RunState(workflow)
     inputs = PolicyInputs(state, steering, PredictionConfig())
     loop = assemble_loop(policy_name, inputs, World(site, site, site), steering.instance_memory_mib, site)
@@ -192,14 +200,18 @@ def main() -> None:
     parser.add_argument(
         "--policy", default="wire", help="the scaling policy replayed (default wire; target-slowdown: issue 12)"
     )
+    parser.add_argument("--market", choices=MARKET_MODES, default="on-demand", help="as replay's --market")
+    parser.add_argument("--billing", choices=("unit", "second"), default="unit", help="as replay's --billing")
+    parser.add_argument("--interruptions", type=float, default=0.0, metavar="R", help="spot reclaims per hour")
     parser.add_argument("--memory-child", nargs=2, metavar=("SHAPE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args.memory_child[0], int(args.memory_child[1]))
         return
     print(
-        f"policy {args.policy}; median of {args.repeat} runs; iteration = one whole MAPE step; "
-        "wavefront = running + idle + projected-done tasks"
+        f"policy {args.policy}, market {args.market}, billing per {args.billing}, "
+        f"{args.interruptions:g} reclaims per spot instance-hour; median of {args.repeat} runs; "
+        "iteration = one whole MAPE step; wavefront = running + idle + projected-done tasks"
     )
     print(
         f"{'shape':<12} {'tasks':>9} {'iters':>6} "
@@ -212,7 +224,10 @@ def main() -> None:
             workflow = synthetic_workflow(shape, n_tasks, seed=0)
             runs = []
             for seed in range(args.repeat):
-                runs.append(run_once(workflow, seed, profiler if seed == 0 else None, args.policy))
+                profiled = profiler if seed == 0 else None
+                runs.append(
+                    run_once(workflow, seed, profiled, args.policy, args.market, args.billing, args.interruptions)
+                )
                 gc.collect()
             del workflow
             gc.collect()
