@@ -93,7 +93,8 @@ def network(boto_client) -> Network:
     iam = boto_client("iam")
     image_id = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
-    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.1.0/24")["Subnet"]["SubnetId"]
+    # A fixed zone: moto picks one at random otherwise, and quotes spot prices in every zone but us-east-1e.
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.1.0/24", AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
     group = ec2.create_security_group(GroupName="wire-workers", Description="workers", VpcId=vpc)["GroupId"]
     ec2.create_key_pair(KeyName="wire-ops")
     iam.create_instance_profile(InstanceProfileName="wire-worker")
