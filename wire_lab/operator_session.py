@@ -117,6 +117,26 @@ class Session:
         self.env = env
         self.out = out
         self.lines: list[str] = []
+        self.daemons: list[subprocess.Popen[bytes]] = []  # stopped at the end, whatever ended the session
+
+    def start_daemon(self, config: str, log: str) -> subprocess.Popen[bytes]:
+        """``wire-daemon run --config CONFIG 2> LOG &``, recorded in the transcript."""
+        daemon = subprocess.Popen(
+            ["wire-daemon", "run", "--config", config], cwd=self.dir, env=self.env, stderr=(self.dir / log).open("w")
+        )
+        self.daemons.append(daemon)
+        self.lines.append(f"$ wire-daemon run --config {config} 2> {log} &")
+        return daemon
+
+    def stop_daemons(self) -> None:
+        """A session that failed half-way must not leave a daemon running."""
+        for daemon in self.daemons:
+            if daemon.poll() is None:
+                daemon.terminate()
+                try:
+                    daemon.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    daemon.kill()
 
     def note(self, text: str) -> None:
         self.lines += ["", *(f"# {line}" if line else "#" for line in text.splitlines())]
@@ -233,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         record(s, args, endpoint, ids)
     finally:
+        s.stop_daemons()
         server.stop()
     s.write()
     print(f"wrote {args.out} (session in {directory})")
@@ -287,13 +308,7 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
         "and asks again with back-off; status says so at the top. (It goes on when HTCondor answers:\n"
         "tests/realpool/test_weather_on_pool.py shows that, and a condor_restart, on a real pool.)"
     )
-    waiting = subprocess.Popen(
-        ["wire-daemon", "run", "--config", "config-condor.yaml"],
-        cwd=s.dir,
-        env=s.env,
-        stderr=(s.dir / "run-condor.log").open("w"),
-    )
-    s.lines.append("$ wire-daemon run --config config-condor.yaml 2> run-condor.log &")
+    waiting = s.start_daemon("config-condor.yaml", "run-condor.log")
     wait_for(lambda: "HTCondor unreachable" in (s.dir / "run-condor.log").read_text(), timeout=60)
     s.run("wire-daemon status --config config-condor.yaml | head -n 3 | cut -c1-160")
     waiting.send_signal(signal.SIGTERM)
@@ -310,13 +325,7 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
     )
     _, live = start_world(s.dir / "submit")
     time.sleep(3)
-    daemon = subprocess.Popen(
-        ["wire-daemon", "run", "--config", "config.yaml"],
-        cwd=s.dir,
-        env=s.env,
-        stderr=(s.dir / "run.log").open("w"),
-    )
-    s.lines.append("$ wire-daemon run --config config.yaml 2> run.log &")
+    daemon = s.start_daemon("config.yaml", "run.log")
     time.sleep(2.5 * INTERVAL_S)
     s.run("cat run.log")
 
