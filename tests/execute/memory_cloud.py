@@ -1,4 +1,5 @@
-"""An in-memory cloud driver for the guard's tests: launches on the market asked, in one zone, ends on terminate."""
+"""An in-memory cloud driver for the guards' tests: launches on the market asked, in one zone, ends on terminate,
+and lets a test reclaim instances as a cloud reclaims spot capacity."""
 
 from __future__ import annotations
 
@@ -41,3 +42,8 @@ class MemoryCloud:
         for i in ids:
             self.live.pop(i, None)
         return list(ids)
+
+    def reclaim(self, count: int) -> None:
+        """The cloud takes back the ``count`` oldest instances, without being asked."""
+        for instance_id in list(self.live)[:count]:
+            del self.live[instance_id]

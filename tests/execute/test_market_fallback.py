@@ -2,6 +2,7 @@
 
 from collections.abc import Sequence
 
+from tests.execute.memory_cloud import MemoryCloud
 from wire_daemon.core.errors import CloudCapacityError
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal
@@ -9,43 +10,8 @@ from wire_daemon.core.pricing import Market
 from wire_daemon.execute.market_fallback import FallbackRule, SpotFallback
 
 
-class _Cloud:
-    """A cloud whose spot instances vanish when a test reclaims them."""
-
-    slots_per_instance = 4
-
-    def __init__(self) -> None:
-        self.live: dict[str, Instance] = {}
-        self.made = 0
-
-    def list_instances(self, include_unusable: bool = False) -> Sequence[Instance]:
-        return list(self.live.values())
-
-    def find_request(self, request_id: str) -> Sequence[Instance]:
-        return [i for i in self.live.values() if i.request_id == request_id]
-
-    def launch(
-        self, count: int, request_id: str | None = None, *, instance_type: str = "", market: Market = Market.ON_DEMAND
-    ) -> Sequence[Instance]:
-        made = []
-        for _ in range(count):
-            self.made += 1
-            made.append(Instance(f"i-{self.made}", 0.0, 4, instance_type=instance_type, market=market))
-        self.live.update({i.instance_id: i for i in made})
-        return made
-
-    def terminate(self, instance_ids: Sequence[str]) -> Sequence[str]:
-        for i in instance_ids:
-            self.live.pop(i, None)
-        return list(instance_ids)
-
-    def reclaim(self, count: int) -> None:
-        for instance_id in list(self.live)[:count]:
-            del self.live[instance_id]
-
-
 def _after_two_reclaims(rule: FallbackRule) -> tuple[SpotFallback, Sequence[Instance]]:
-    cloud = _Cloud()
+    cloud = MemoryCloud(lambda: 0.0)
     fallback = SpotFallback(cloud, lambda: 100.0, Journal(), rule)
     fallback.launch(3, market=Market.SPOT)
     fallback.list_instances()
@@ -67,7 +33,7 @@ def test_reclaims_seen_together_count_once_when_the_rule_says_so():
 
 
 def test_separate_reclaims_still_back_off_when_bursts_count_once():
-    cloud = _Cloud()
+    cloud = MemoryCloud(lambda: 0.0)
     fallback = SpotFallback(cloud, lambda: 100.0, Journal(), FallbackRule(bursts_count_once=True))
     fallback.launch(3, market=Market.SPOT)
     for _ in range(2):
@@ -78,7 +44,7 @@ def test_separate_reclaims_still_back_off_when_bursts_count_once():
 
 
 def test_with_back_off_on_reclaims_off_only_a_capacity_error_backs_off():
-    cloud = _Cloud()
+    cloud = MemoryCloud(lambda: 0.0)
     fallback = SpotFallback(cloud, lambda: 100.0, Journal(), FallbackRule(back_off_on_reclaims=False))
     fallback.launch(3, market=Market.SPOT)
     for _ in range(2):
