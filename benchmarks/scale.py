@@ -198,7 +198,9 @@ def main() -> None:
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--profile", metavar="FILE", help="cProfile every MAPE iteration of the first run into FILE")
     parser.add_argument(
-        "--policy", default="wire", help="the scaling policy replayed (default wire; target-slowdown: issue 12)"
+        "--policy",
+        default="wire",
+        help="the scaling policy replayed (default wire, the paper's; the daemon's default is target-slowdown)",
     )
     parser.add_argument("--market", choices=MARKET_MODES, default="on-demand", help="as replay's --market")
     parser.add_argument("--billing", choices=("unit", "second"), default="unit", help="as replay's --billing")
