@@ -15,7 +15,9 @@ start) would take. Every interval the policy
 3. sets the deadline: at target 1, the full-pool makespan; above it, from
    now, ``target_slowdown`` x the time the fastest choice still needs. It
    takes the cheapest choice that ends by the deadline, counting lateness
-   past it at the full pool's price. Of equally cheap choices it takes the
+   past it at the full pool's price (at target 1 with units no longer than
+   the interval, while tasks queue, time before the deadline has a price
+   too: ``QUEUED_SECOND_WORTH``). Of equally cheap choices it takes the
    faster at target 1; above it, the one that launches fewest instances now
    (a launch commits money on estimates), then the faster.
 
