@@ -20,6 +20,7 @@ from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.traces import load_trace
+from wire_daemon.plan import slowdown
 from wire_daemon.plan.makespan import LevelModel, PoolMember, Slots, plan_instances, top_down_levels
 from wire_daemon.plan.slowdown import SlowdownPolicy, _best, _Choice
 from wire_daemon.ports.prediction import (
@@ -555,3 +556,51 @@ def test_the_wait_on_guesses_restarts_when_no_guess_is_running():
     assert policy._guessed_for(400.0, 2) == 300.0
     assert policy._guessed_for(500.0, None) == 0.0  # a measured task runs: the wait is over
     assert policy._guessed_for(700.0, 2) == 0.0
+
+
+# -- per-minute units at target 1: time is worth money while tasks wait for a slot -----------------
+
+
+def test_time_before_the_deadline_is_priced_only_when_asked_and_only_up_to_the_deadline():
+    cheap = _Choice(size=4, end=1800.0, cost=100, launch=3, release=())
+    fast = _Choice(size=8, end=1000.0, cost=110, launch=7, release=())
+    assert _best([cheap, fast], deadline=2000.0, price=0.2, target=1.0) is cheap  # before the deadline: free
+    # 800 s sooner for 10 units more: worth it at 1.25 instance-seconds a second of one-minute units.
+    assert _best([cheap, fast], deadline=2000.0, price=0.2, target=1.0, early=1.25 / 60.0) is fast
+    assert _best([cheap, fast], deadline=2000.0, price=0.2, target=1.0, early=0.01 / 60.0) is cheap
+    # Past the deadline only the lateness price counts: the early price stops at the deadline.
+    late = _Choice(size=4, end=2600.0, cost=100, launch=3, release=())
+    less_late = _Choice(size=8, end=2000.0, cost=110, launch=7, release=())
+    assert _best([late, less_late], deadline=1000.0, price=0.0, target=1.0, early=100.0) is late
+    assert _best([late, less_late], deadline=1000.0, price=0.2, target=1.0, early=100.0) is less_late
+
+
+@pytest.mark.parametrize(
+    "u, target, instances, priced",
+    [
+        (60.0, 1.0, 1, True),  # six tasks on four slots: two wait
+        (60.0, 1.0, 2, False),  # eight slots up: nothing waits
+        (60.0, 1.5, 1, False),  # slack to spend: time before the deadline stays free
+        (3600.0, 1.0, 1, False),  # a launch pays a whole unit ahead: the model prices that
+    ],
+)
+def test_time_is_priced_before_the_deadline_only_at_target_1_with_short_units_and_a_queue(u, target, instances, priced):
+    state, policy, prediction, pool = _six_tasks_four_running()
+    pool += [Instance(f"i-{k + 2}", -180.0, 4, CloudState.RUNNING) for k in range(instances - 1)]
+    policy.reconfigure(SteeringConfig(charging_unit_s=u, target_slowdown=target))
+    levels = LevelModel(state.workflow).remaining(state, prediction, _no_dispatch(1))
+    expected = slowdown.QUEUED_SECOND_WORTH / u if priced else 0.0
+    assert policy._queued_time_price(levels, pool) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("worth, size", [(slowdown.QUEUED_SECOND_WORTH, 12), (0.0, 6)])
+def test_with_slack_before_the_deadline_a_queue_still_grows_the_pool_at_per_minute_units(monkeypatch, worth, size):
+    # Begun 4,000 s late by the policy's clock, the full-pool deadline leaves slack: without a price on
+    # time before it, the cheapest pool that makes it keeps 196 ten-minute tasks waiting on 6 instances.
+    monkeypatch.setattr(slowdown, "QUEUED_SECOND_WORTH", worth)
+    wf, state = _wide_state()
+    state.first_event_time = 4000.0
+    steering = SteeringConfig(charging_unit_s=60.0)
+    policy = SlowdownPolicy(DistributionPredictor(wf, PredictionConfig()), DispatchLearner(wf, 2.0), steering)
+    plan = policy.plan(700.0, state, [Instance("i-1", -180.0, 4, CloudState.RUNNING)], state.idle_in_queue_order())
+    assert plan.decision.target == size
