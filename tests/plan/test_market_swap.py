@@ -89,7 +89,7 @@ def test_an_idle_on_demand_instance_is_let_go_at_once_and_spot_launched_in_its_p
     state = _state(wf, {"L2": "i-spot"})  # an hour of critical work left, on spot
     decision = _plan(MarketPlacement(inner, STEERING), state, _pool("i-od")).decision
     assert decision.release == ["i-od"] and decision.release_at["i-od"] == NOW  # billed per second: now
-    assert decision.launch == 1 and decision.spot_launches == 1
+    assert decision.launch == 1 and decision.spot_launches == 1 and decision.target == 2
     assert inner.let_go_calls == [("i-od", NOW)]
 
 
@@ -101,6 +101,7 @@ def test_a_busy_instance_is_drained_and_terminated_only_once_idle():
     busy = _plan(policy, _state(wf, {"L2": "i-spot", "S0": "i-od"}), _pool("i-od")).decision
     assert busy.release == ["i-od"] and busy.release_at["i-od"] == NOW + 30.0 + hold  # past S0's predicted end
     assert busy.launch == 0  # nothing waits for its slot: the scaling policy launches when capacity is wanted
+    assert busy.target == 1  # the spot instance only
     later = NOW + INTERVAL  # S0 overran: still running, its termination is put off again
     still = _plan(policy, _state(wf, {"L2": "i-spot", "S0": "i-od"}), _pool("i-od"), now=later).decision
     assert still.release_at["i-od"] == later + 30.0 + hold

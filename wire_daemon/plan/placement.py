@@ -345,6 +345,7 @@ class MarketPlacement:
             self._drain(now, decision, i, tasks, prediction)
             decision.rule += f"; swap: {i.instance_id} (on-demand) let go"
             if tasks and not waiting:
+                decision.target -= 1
                 continue  # its capacity is not wanted now: the policy launches when it is
             decision.launch += 1
             decision.spot_launches += 1
