@@ -45,26 +45,58 @@ the job's Requirements), as many as on-demand slots are free or coming, so
 that they wait for one rather than start on a free spot slot. Condor reruns
 a reclaimed task at once, before this policy sees it queued: a task running
 on spot whose rerun would be judged on-demand requires it while it runs.
+
+An on-demand instance bought for such work stays in the pool once the work
+is done, and the scaling policy keeps it for whatever comes next, at about
+three times a spot instance's price. The *swap* lets it go when no
+on-demand capacity is wanted: no task queued or still to be submitted is
+judged on-demand, none of its running tasks is, and their ends are
+predicted from measurements and not yet overdue. It goes at its paid unit's
+end: drained, so that no new job starts on it, its running tasks end there
+(never killed: while one runs, its termination is set past the task's
+predicted end and set again at every decision), and it is terminated at the
+first decision that finds it idle. A spot instance is launched in its place
+at once when it is idle (the policy kept it, so the capacity is wanted) or
+when tasks are queued; otherwise the policy launches when capacity is
+wanted. A swap is made only when it pays: the longest chain of work left,
+less its running tasks' time, at the price difference, must exceed the
+replacement's spot price over its running tasks' time plus
+``SWAP_MIN_LAGS`` launch lags of on-demand time; and only within
+``max_instances``, and for a policy that can count an instance out of its
+pool (``let_go``).
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
-from wire_daemon.core.instances import Instance
+from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
+from wire_daemon.plan.slowdown import MEASURED
+from wire_daemon.plan.steering import release_time
 from wire_daemon.ports.policy import PlanResult, ScalingPolicy, SteeringDecision
 from wire_daemon.ports.prediction import Prediction
 
 CRITICAL_SHARE = 0.8
 PRIOR_SPOT_HOURS = 4.0  # how much the configured rate weighs against what is seen
+SWAP_MIN_LAGS = 4.0  # a swap must save more than this many launch lags of on-demand time
+SWAP_HOLD_INTERVALS = 2.0  # a drained instance's termination is set this many intervals past its tasks' end
+
+
+@runtime_checkable
+class LetsGo(Protocol):
+    """A policy that can count an instance out of its pool from a given time (a swap's drained instance)."""
+
+    def let_go(self, instance_id: str, at: float) -> None: ...
 
 
 class ReclaimRate:
@@ -153,6 +185,7 @@ class MarketPlacement:
         self.config = steering
         self.name = inner.name
         self.rate = ReclaimRate(steering.spot_interruptions_per_hour)
+        self._swaps: dict[str, float] = {}  # on-demand instance drained for a swap -> when it is terminated
 
     def reconfigure(self, steering: SteeringConfig) -> None:
         self.config = steering
@@ -178,6 +211,8 @@ class MarketPlacement:
             int(t): Market.SPOT if self._worth(work, head[i : i + 1], bool(retried[t])) else Market.ON_DEMAND
             for i, t in enumerate(head.tolist())
         }
+        if isinstance(self.inner, LetsGo):
+            self._swap(now, decision, state, instances, work, result.job_markets, result.prediction)
         self._shield(decision, state, instances, result.job_markets)
         result.job_required = self._required(decision, state, instances, result.job_markets, head)
         reruns = self._reruns(now, work, state, instances)
@@ -223,7 +258,7 @@ class MarketPlacement:
         for capacity that is not coming.
         """
         slots = self.config.slots_per_instance
-        leaving = set(decision.release)
+        leaving = set(decision.release) | self._swaps.keys()
         od = {i.instance_id: i.slots for i in instances if i.market is Market.ON_DEMAND}
         od = {instance_id: n for instance_id, n in od.items() if instance_id not in leaving}
         od_busy = sum(1 for host in state.host.values() if host in od)
@@ -244,7 +279,11 @@ class MarketPlacement:
         ``max_instances``.
         """
         config = self.config
-        od = {i.instance_id: i.slots for i in instances if i.market is Market.ON_DEMAND}
+        od = {
+            i.instance_id: i.slots
+            for i in instances
+            if i.market is Market.ON_DEMAND and i.instance_id not in self._swaps
+        }
         od_busy = sum(1 for host in state.host.values() if host in od)
         queued = state.status == TaskStatus.IDLE
         wanting = sum(1 for t, m in markets.items() if m is Market.ON_DEMAND and queued[t])
@@ -252,12 +291,132 @@ class MarketPlacement:
         short = wanting - (sum(od.values()) - od_busy) - launching * config.slots_per_instance
         if short <= 0:
             return
-        room = config.max_instances - len(instances) - decision.launch + len(decision.release)
+        room = config.max_instances - len(instances) - decision.launch + len(set(decision.release) - self._swaps.keys())
         extra = min(math.ceil(short / config.slots_per_instance), max(room, 0))
         if extra > 0:
             decision.launch += extra
             decision.target += extra
             decision.rule += f"; {extra} on-demand for work that a reclaim would set back"
+
+    def _swap(
+        self,
+        now: float,
+        decision: SteeringDecision,
+        state: RunState,
+        instances: Sequence[Instance],
+        work: _Work,
+        markets: dict[int, Market],
+        prediction: Prediction,
+    ) -> None:
+        """Let on-demand instances no shielded work needs go, a spot instance launched in the place of each.
+
+        The swaps under way are renewed first: a drained instance still running
+        work has its termination put off, one found idle is terminated at its
+        unit's end. No new swap while a task queued or still to come is judged
+        on-demand; each on-demand instance is then judged by ``_swap_worth``.
+        """
+        config = self.config
+        live = {i.instance_id: i for i in instances}
+        self._swaps = {i: at for i, at in self._swaps.items() if i in live}
+        hosted: dict[str, list[int]] = defaultdict(list)
+        for task, host in state.host.items():
+            hosted[host].append(task)
+        for instance_id in sorted(self._swaps):
+            self._drain(now, decision, live[instance_id], hosted[instance_id], prediction)
+        queued = state.status == TaskStatus.IDLE
+        if any(m is Market.ON_DEMAND and queued[t] for t, m in markets.items()):
+            return
+        if self._on_demand_ahead(work, state):
+            return
+        waiting = bool(queued.any())
+        going = set(decision.release)
+        room = config.max_instances - (len(instances) - len(going - self._swaps.keys())) - decision.launch
+        candidates = [
+            i
+            for i in instances
+            if i.market is Market.ON_DEMAND and i.state is CloudState.RUNNING and i.instance_id not in going
+        ]
+        for i in sorted(candidates, key=lambda i: (i.launch_time, i.instance_id)):
+            if room <= 0:
+                return
+            tasks = hosted[i.instance_id]
+            if not self._swap_worth(now, i, tasks, state, work, prediction):
+                continue
+            self._drain(now, decision, i, tasks, prediction)
+            decision.rule += f"; swap: {i.instance_id} (on-demand) let go"
+            if tasks and not waiting:
+                decision.target -= 1
+                continue  # its capacity is not wanted now: the policy launches when it is
+            decision.launch += 1
+            decision.spot_launches += 1
+            room -= 1
+            decision.rule += " for a spot instance"
+
+    def _on_demand_ahead(self, work: _Work, state: RunState) -> bool:
+        """Is a task not yet started judged on-demand (``_worth``'s rule, each task on its own)?
+
+        ``spot_worth`` over every such task at once: a wide workflow has thousands, judged at every decision.
+        """
+        config = self.config
+        ahead = ((state.status == TaskStatus.WAITING) | (state.status == TaskStatus.IDLE)) & state.workflow.on_pool
+        if not ahead.any():
+            return False
+        remaining = work.remaining[ahead]
+        lost = work.lost[ahead]
+        d = np.maximum(np.maximum(np.where(np.isfinite(remaining), remaining, work.typical), lost), 1.0)
+        critical = (lost > 0) | (work.paths[ahead] >= CRITICAL_SHARE * work.longest)
+        x = self.rate.per_second * d
+        rework = np.where(x < 1e-12, 1.0, np.expm1(x) / np.maximum(x, 1e-300))
+        late_weight = config.max_instances * (d / 2 + config.interval_s) / d
+        cost = config.spot_price_ratio * rework + np.where(critical, -np.expm1(-x) * late_weight, 0.0)
+        return bool((cost >= 1.0).any())
+
+    def _swap_worth(
+        self, now: float, instance: Instance, tasks: list[int], state: RunState, work: _Work, prediction: Prediction
+    ) -> bool:
+        """May ``instance`` (on-demand, running ``tasks``) be swapped for spot now, and does it pay?"""
+        config = self.config
+        if config.billing.time_to_next_charge(instance.launch_time, now) > config.interval_s:
+            return False  # paid beyond the next decision: nothing to save before then
+        retried = state.lost_s > 0
+        if any(not self._worth(work, np.array([t]), bool(retried[t])) for t in tasks):
+            return False  # shielded work runs there
+        p90 = prediction.remaining_p90_s if prediction.remaining_p90_s is not None else prediction.remaining_s
+        busy = 0.0
+        for t in tasks:  # an overdue task, or one predicted from a prior only, is never counted on to end
+            if int(prediction.policy[t]) not in MEASURED or now - state.start_time[t] > prediction.occupancy_s[t]:
+                return False
+            busy = max(busy, float(p90[t]))
+        ratio = config.spot_price_ratio
+        saved = (1.0 - ratio) * (work.longest - busy)
+        return saved > ratio * busy + SWAP_MIN_LAGS * config.interval_s
+
+    def _drain(
+        self, now: float, decision: SteeringDecision, instance: Instance, tasks: list[int], prediction: Prediction
+    ) -> None:
+        """Release a swapped instance: terminated at its unit's end when idle, never while a task runs there.
+
+        While a task runs there, the termination is set ``SWAP_HOLD_INTERVALS``
+        intervals past the tasks' predicted end (90th percentile), and set
+        again at every decision: it always lies at least that long after the
+        latest decision, so a decision finds the instance idle before then.
+        """
+        config = self.config
+        if tasks:
+            p90 = prediction.remaining_p90_s if prediction.remaining_p90_s is not None else prediction.remaining_s
+            left = np.nan_to_num(p90[np.asarray(tasks)], nan=0.0, posinf=0.0).clip(min=0.0)
+            at = now + float(left.max()) + SWAP_HOLD_INTERVALS * config.interval_s
+        else:
+            to_charge = config.billing.time_to_next_charge(instance.launch_time, now)
+            at = release_time(now, to_charge, config.release_guard_s)
+        if self._swaps.get(instance.instance_id) == at:
+            return
+        self._swaps[instance.instance_id] = at
+        if instance.instance_id not in decision.release:
+            decision.release.append(instance.instance_id)
+        decision.release_at[instance.instance_id] = at
+        assert isinstance(self.inner, LetsGo)
+        self.inner.let_go(instance.instance_id, at)
 
     def _spot_count(
         self, work: _Work, state: RunState, instances: Sequence[Instance], queue: np.ndarray, launch: int

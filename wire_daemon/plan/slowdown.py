@@ -176,6 +176,10 @@ class SlowdownPolicy:
     def reconfigure(self, steering: SteeringConfig) -> None:
         self.config = steering
 
+    def let_go(self, instance_id: str, at: float) -> None:
+        """Count ``instance_id`` out of the pool, terminated at ``at``: released by a decorator (a market swap)."""
+        self._released[instance_id] = at
+
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
         if self._model is None or self._model.workflow is not state.workflow:
             self._model = LevelModel(state.workflow)
