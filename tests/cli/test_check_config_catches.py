@@ -87,3 +87,44 @@ def test_the_defaults_are_the_documented_places():
     defaults = Settings()
     assert f"state_path: {defaults.state_path}\n" in example
     assert f"decisions_path: {defaults.log.decisions_path}\n" in example
+
+
+
+WORKERS = """
+site: {{kind: condor, submit_root: {root}}}
+cloud:
+  kind: ec2
+  ec2: {{region: us-east-1, image_id: ami-1, instance_type: c5.large}}
+  worker: {{condor_host: cm.example.org, token_source: /wire/pool/condor-token{worker}}}
+condor: {{control: "off"}}
+steering: {{billing_model: {billing}}}
+state_path: {root}/state.sqlite
+log: {{decisions_path: {root}/decisions.jsonl}}
+"""
+
+
+def test_a_worker_that_would_leave_before_its_paid_unit_ends_is_a_warning(tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    config.write_text(WORKERS.format(root=tmp_path, worker=", idle_shutdown_s: 1800", billing="unit"))
+    assert main(["check-config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "cloud.worker.idle_shutdown_s 1800 s is shorter than the 3600 s unit the pool pays" in err
+    assert "set it to 3780 or more, or leave it out" in err
+    config.write_text(WORKERS.format(root=tmp_path, worker=", idle_shutdown_s: 1800", billing="second"))
+    assert main(["check-config", str(config)]) == 0
+    assert "idle_shutdown_s" not in capsys.readouterr().err  # per second the unit is the 60 s minimum
+
+
+def test_left_out_the_idle_shutdown_outlasts_the_unit_the_daemon_keeps_a_worker_for(tmp_path):
+    from wire_daemon.runtime.builders import user_data
+    from wire_daemon.runtime.settings import load_settings
+
+    def knob(billing: str, worker: str = "") -> str:
+        config = tmp_path / "config.yaml"
+        config.write_text(WORKERS.format(root=tmp_path, worker=worker, billing=billing))
+        rendered = user_data(load_settings(config))
+        return rendered.split("STARTD_NOCLAIM_SHUTDOWN = ")[1].split()[0]
+
+    assert knob("unit") == "3780"  # the hour paid, and the interval the release is decided ahead
+    assert knob("second") == "1800"  # never below the dead-man switch's half hour
+    assert knob("unit", ", idle_shutdown_s: 7200") == "7200"  # the operator's value stands

@@ -42,6 +42,7 @@ from wire_daemon.execute.providers.base import check_name
 EXECUTE_TEMPLATE = "wire-execute.conf.in"
 BOOT_TEMPLATE = "wire-worker-boot.sh.in"
 SPOT_WATCH_SCRIPT = "wire-spot-watch.sh"  # no placeholders: the same on every worker
+IDLE_SHUTDOWN_S = 1800  # the least a worker left without a claim waits before it powers itself off
 CLOUD_INIT_TEMPLATE = "worker-cloud-init.yaml.in"
 TOKEN_PATH = "/etc/condor/tokens.d/wire-pool"
 # The workers' administration key: the only IDTOKENS signing key a worker holds. Tokens signed with it are
@@ -106,7 +107,8 @@ class WorkerConfig:
     # In the image, for barbican: the application credential's file; empty: the cloud's default.
     os_credentials_file: str = ""
     block_metadata_for_jobs: bool = True  # iptables: only root may reach 169.254.169.254 after boot
-    idle_shutdown_s: Annotated[int, Field(ge=60)] = 1800  # STARTD_NOCLAIM_SHUTDOWN; keep it >= the charging unit
+    # STARTD_NOCLAIM_SHUTDOWN; keep it >= the charging unit (the daemon's default: idle_shutdown_for)
+    idle_shutdown_s: Annotated[int, Field(ge=60)] = IDLE_SHUTDOWN_S
     failure_poweroff_min: Annotated[int, AtLeastOne] = 10  # a worker whose boot script failed powers off after this
     extra_config: tuple[str, ...] = ()  # more HTCondor config lines, appended
 

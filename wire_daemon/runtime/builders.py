@@ -10,19 +10,21 @@ registry: nothing here knows a particular cloud.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.core.sections import ELSEWHERE, parse
 from wire_daemon.execute.condor_control import HTCondorControl
 from wire_daemon.execute.providers import provider
 from wire_daemon.execute.providers.base import CloudDriver, Ownership
 from wire_daemon.execute.providers.retry import Retrier
-from wire_daemon.execute.userdata import WorkerConfig, render_user_data
+from wire_daemon.execute.userdata import IDLE_SHUTDOWN_S, WorkerConfig, render_user_data
 from wire_daemon.runtime.settings import Settings
 
 
@@ -42,8 +44,19 @@ def user_data(settings: Settings, slots: int | None = None) -> str:
         if name in raw:
             raise ConfigError(f"{settings.source}: cloud.worker.{name} cannot be set here: {ELSEWHERE[name]}")
     slots = settings.steering.slots_per_instance if slots is None else slots
-    given = raw | {"cloud": settings.cloud.kind, "pool": settings.cloud.pool, "slots": slots}
+    given = {"idle_shutdown_s": idle_shutdown_for(settings.steering)} | raw
+    given |= {"cloud": settings.cloud.kind, "pool": settings.cloud.pool, "slots": slots}
     return render_user_data(parse(WorkerConfig, given, settings.source))
+
+
+def idle_shutdown_for(steering: SteeringConfig) -> int:
+    """How long a worker without a claim waits before it powers itself off, unless ``cloud.worker`` says.
+
+    Longer than the daemon keeps an idle worker on purpose (to the end of the unit it paid, decided an
+    interval ahead): a worker that left sooner would throw away paid time and read as lost capacity (on
+    spot, as a reclaim). Never less than ``IDLE_SHUTDOWN_S``: the switch is for a daemon that is gone.
+    """
+    return max(IDLE_SHUTDOWN_S, math.ceil(steering.planning_unit_s + steering.interval_s))
 
 
 def build_driver(settings: Settings, daemon_id: str) -> CloudDriver:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.execute.providers import provider
+from wire_daemon.runtime.builders import idle_shutdown_for
 from wire_daemon.runtime.settings import Settings
 
 SCHEDD_TIMEOUT_S = 10.0  # a collector that does not answer: the check gives up, it does not hang
@@ -67,15 +68,30 @@ def _log_place(settings: Settings) -> None:
 
 
 def run_warnings(settings: Settings) -> list[str]:
-    """What may fail later but need not: the schedd, when HTCondor control is on."""
-    if settings.site.kind != "condor" or settings.condor.control != "htcondor":
+    """What may fail later or cost money but need not: the schedd, a worker that leaves before its unit ends."""
+    if settings.site.kind != "condor":
         return []
+    found = _idle_shutdown_problem(settings)
+    if settings.condor.control != "htcondor":
+        return found
     problem = _schedd_problem(settings)
-    if not problem:
+    if problem:
+        found.append(
+            f"condor: the schedd cannot be reached now ({problem}); the daemon needs it to steer the pool "
+            "(Condor may start later: the daemon waits for it)"
+        )
+    return found
+
+
+def _idle_shutdown_problem(settings: Settings) -> list[str]:
+    given = settings.cloud.worker.get("idle_shutdown_s")
+    unit = settings.steering.planning_unit_s
+    if not isinstance(given, int | float) or isinstance(given, bool) or given >= unit:
         return []
     return [
-        f"condor: the schedd cannot be reached now ({problem}); the daemon needs it to steer the pool "
-        "(Condor may start later: the daemon waits for it)"
+        f"{settings.source}: cloud.worker.idle_shutdown_s {given:g} s is shorter than the {unit:g} s unit the pool "
+        "pays: a worker the daemon keeps for the rest of its paid unit powers itself off first (on spot it reads "
+        f"as a reclaim); set it to {idle_shutdown_for(settings.steering)} or more, or leave it out"
     ]
 
 
