@@ -89,7 +89,6 @@ def test_the_defaults_are_the_documented_places():
     assert f"decisions_path: {defaults.log.decisions_path}\n" in example
 
 
-
 WORKERS = """
 site: {{kind: condor, submit_root: {root}}}
 cloud:
