@@ -218,3 +218,15 @@ def test_a_retried_task_is_judged_at_least_as_long_as_the_attempt_it_lost():
     assert MarketPlacement(_Launches(0), STEERING).plan(0.0, state, pool, queue).job_markets == {
         wf.index_of("S0"): Market.ON_DEMAND
     }
+
+
+def test_judged_together_or_one_by_one_work_gets_the_same_market():
+    from wire_daemon.plan.placement import spot_worth, spot_worth_each
+
+    d = np.array([1.0, 60.0, 600.0, 3600.0, 36000.0, 360000.0])
+    for rate in (0.0, 0.05 / 3600, 0.2 / 3600, 5.0 / 3600):
+        for critical in (False, True):
+            flags = np.full(d.size, critical)
+            late = 12 * (d / 2 + 180.0) / d
+            each = spot_worth_each(d, rate, 0.35, flags, late)
+            assert each.tolist() == [spot_worth(x, rate, 0.35, critical, w) for x, w in zip(d, late)]

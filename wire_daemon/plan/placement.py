@@ -72,7 +72,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -87,6 +87,7 @@ from wire_daemon.ports.policy import PlanResult, ScalingPolicy, SteeringDecision
 from wire_daemon.ports.prediction import Prediction
 
 CRITICAL_SHARE = 0.8
+_D = TypeVar("_D", float, np.ndarray)  # one piece of work's length, or many
 PRIOR_SPOT_HOURS = 4.0  # how much the configured rate weighs against what is seen
 SWAP_MIN_LAGS = 4.0  # a swap must save more than this many launch lags of on-demand time
 SWAP_HOLD_INTERVALS = 2.0  # a drained instance's termination is set this many intervals past its tasks' end
@@ -148,6 +149,17 @@ def spot_worth(d: float, rate_per_s: float, ratio: float, critical: bool, late_w
     if critical:
         cost += -math.expm1(-rate_per_s * d) * late_weight
     return cost < 1.0
+
+
+def spot_worth_each(
+    d: np.ndarray, rate_per_s: float, ratio: float, critical: np.ndarray, late_weight: np.ndarray
+) -> np.ndarray:
+    """``spot_worth`` for many pieces of work at once (the same sums, elementwise): a wide workflow has
+    thousands of tasks to judge at every decision, where the scalar form serves a few at a time."""
+    x = rate_per_s * d
+    rework = np.where(x < 1e-12, 1.0, np.expm1(x) / np.maximum(x, 1e-300))
+    cost = ratio * rework + np.where(critical, -np.expm1(-x) * late_weight, 0.0)
+    return np.asarray(cost < 1.0)
 
 
 def critical_paths(workflow: Workflow, remaining: np.ndarray, unfinished: np.ndarray) -> np.ndarray:
@@ -236,8 +248,7 @@ class MarketPlacement:
                 continue
             left = float(work.remaining[task])
             d = max(now - float(state.start_time[task]) + (left if math.isfinite(left) else 0.0), 1.0)
-            late_weight = config.max_instances * (d / 2 + config.interval_s) / d
-            if not spot_worth(d, rate, config.spot_price_ratio, True, late_weight):
+            if not spot_worth(d, rate, config.spot_price_ratio, True, self._late_weight(d)):
                 chosen.add(task)
         return chosen
 
@@ -365,11 +376,8 @@ class MarketPlacement:
         lost = work.lost[ahead]
         d = np.maximum(np.maximum(np.where(np.isfinite(remaining), remaining, work.typical), lost), 1.0)
         critical = (lost > 0) | (work.paths[ahead] >= CRITICAL_SHARE * work.longest)
-        x = self.rate.per_second * d
-        rework = np.where(x < 1e-12, 1.0, np.expm1(x) / np.maximum(x, 1e-300))
-        late_weight = config.max_instances * (d / 2 + config.interval_s) / d
-        cost = config.spot_price_ratio * rework + np.where(critical, -np.expm1(-x) * late_weight, 0.0)
-        return bool((cost >= 1.0).any())
+        worth = spot_worth_each(d, self.rate.per_second, config.spot_price_ratio, critical, self._late_weight(d))
+        return not bool(worth.all())
 
     def _swap_worth(
         self, now: float, instance: Instance, tasks: list[int], state: RunState, work: _Work, prediction: Prediction
@@ -445,8 +453,13 @@ class MarketPlacement:
         if retried:  # a rerun takes at least as long as the attempt a reclaim cut short
             d = max(d, float(work.lost[tasks].max()))
         critical = retried or (bool(tasks.size) and float(work.paths[tasks].max()) >= CRITICAL_SHARE * work.longest)
-        late_weight = config.max_instances * (d / 2 + config.interval_s) / d
-        return spot_worth(d, self.rate.per_second, config.spot_price_ratio, critical, late_weight)
+        return spot_worth(d, self.rate.per_second, config.spot_price_ratio, critical, self._late_weight(d))
+
+    def _late_weight(self, d: _D) -> _D:
+        """What a reclaim's delay to critical work of length ``d`` costs, per unit of on-demand price: the full
+        pool waiting half the work and a relaunch interval, spread over the work."""
+        config = self.config
+        return config.max_instances * (d / 2 + config.interval_s) / d
 
 
 @dataclass(frozen=True)
