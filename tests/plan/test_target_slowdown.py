@@ -604,3 +604,27 @@ def test_with_slack_before_the_deadline_a_queue_still_grows_the_pool_at_per_minu
     policy = SlowdownPolicy(DistributionPredictor(wf, PredictionConfig()), DispatchLearner(wf, 2.0), steering)
     plan = policy.plan(700.0, state, [Instance("i-1", -180.0, 4, CloudState.RUNNING)], state.idle_in_queue_order())
     assert plan.decision.target == size
+
+
+@pytest.mark.parametrize(
+    "u, state, busy, releasable",
+    [
+        (60.0, CloudState.RUNNING, False, True),  # a unit renewed at each decision: idle and young, it may go
+        (60.0, CloudState.RUNNING, True, False),  # running work: the age guard holds
+        (60.0, CloudState.PENDING, False, False),  # still booting: nothing says it is not wanted when up
+        (1.0, CloudState.RUNNING, False, True),  # per second
+        (3600.0, CloudState.RUNNING, False, False),  # a unit spans several decisions: the age guard holds
+    ],
+)
+def test_a_young_idle_instance_may_go_only_when_each_decision_renews_its_unit(u, state, busy, releasable):
+    wf = build_workflow("w", "t", [TaskSpec("a", "a")])
+    steering = SteeringConfig(charging_unit_s=u)
+    policy = SlowdownPolicy(DistributionPredictor(wf, PredictionConfig()), DispatchLearner(wf, 2.0), steering)
+    now = 1000.0
+    young = Instance("young", now - steering.interval_s, 4, state)  # younger than min_instance_age_intervals
+    old = Instance("old", now - 10 * steering.interval_s, 4, CloudState.RUNNING)
+    hosts = frozenset({"old", "young"} if busy else {"old"})
+    members = {m.instance_id: m for m in policy._members(now, [young, old], [], {}, hosts)}
+    assert now - young.launch_time < steering.min_instance_age_intervals * steering.interval_s
+    assert members["young"].releasable is releasable
+    assert members["old"].releasable  # old enough, nothing it would lose

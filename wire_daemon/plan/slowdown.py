@@ -28,7 +28,10 @@ its slots. An instance whose tasks would lose more than
 ``release_restart_cost_fraction`` x u of work (Algorithm 2's rule, lost work
 counted) is kept, and with units longer than the interval one that would lose
 any work at all; a task predicted only from a prior is never counted on to end
-in time. So is one younger than ``min_instance_age_intervals``. Before anything
+in time. So is one younger than ``min_instance_age_intervals``, unless every
+decision renews its unit (units no longer than the interval) and it is up
+with no task on it: kept idle it would pay an interval for nothing, and the
+model still keeps it when it is needed before it could come back. Before anything
 is measured, with units longer than the interval, the pool grows to a slot per
 queued or running task, as a reactive policy does. While a running task is
 predicted only from a prior, launches stop at a slot per queued or running
@@ -214,7 +217,17 @@ class SlowdownPolicy:
         if aim.deadline is not None and config.deadline_quantile == "p90":
             late_levels = quantile_levels(model, state, prediction, dispatch)
         best, choices, deadline, bound = self._choices(
-            now, levels, pool, leaving, restart, dispatch, origin + full, keep_at_most, aim, late_levels
+            now,
+            levels,
+            pool,
+            leaving,
+            restart,
+            dispatch,
+            origin + full,
+            keep_at_most,
+            aim,
+            late_levels,
+            frozenset(state.host.values()),
         )
         floor = 0
         blind = self._blind(state, prediction)
@@ -242,17 +255,28 @@ class SlowdownPolicy:
     # -- the choices ------------------------------------------------------------------
 
     def _members(
-        self, now: float, pool: Sequence[Instance], leaving: Sequence[Instance], restart: dict[str, float]
+        self,
+        now: float,
+        pool: Sequence[Instance],
+        leaving: Sequence[Instance],
+        restart: dict[str, float],
+        busy: frozenset[str] = frozenset(),
     ) -> list[PoolMember]:
         config = self.config
         billing, lag = config.billing, config.interval_s
         limit = self._restart_limit()
         min_age = config.min_instance_age_intervals * config.interval_s
+        # With a unit renewed at every decision, an idle instance kept for its age pays an interval for nothing:
+        # the age guard then holds only instances running work.
+        young_may_go = config.planning_unit_s <= config.interval_s
         members = []
         for i in pool:
             ready = now if i.state == CloudState.RUNNING else max(i.launch_time + lag, now)
             paid = now + billing.time_to_next_charge(i.launch_time, now)
-            releasable = restart.get(i.instance_id, 0.0) <= limit and now - i.launch_time >= min_age
+            old_enough = now - i.launch_time >= min_age or (
+                young_may_go and i.state == CloudState.RUNNING and i.instance_id not in busy
+            )
+            releasable = restart.get(i.instance_id, 0.0) <= limit and old_enough
             dear = dearness(config, i)
             members.append(
                 PoolMember(i.instance_id, i.slots, ready, paid, i.launch_time, releasable=releasable, dearness=dear)
@@ -275,6 +299,7 @@ class SlowdownPolicy:
         keep_at_most: int | None = None,
         aim: _Aim | None = None,
         late_levels: Levels | None = None,
+        busy: frozenset[str] = frozenset(),
     ) -> tuple[_Choice, list[_Choice], float, bool]:
         """The best pool size, every size looked at (at most that many instances for any level), and the deadline.
 
@@ -289,7 +314,7 @@ class SlowdownPolicy:
         config, model = self.config, self._model
         assert model is not None
         billing, lag, interval, slots = config.billing, config.interval_s, config.interval_s, config.slots_per_instance
-        base = rank_members(self._members(now, pool, leaving, restart))
+        base = rank_members(self._members(now, pool, leaving, restart, busy))
         # How long a job started now holds its slot: the frontier's mean task.
         lead = levels.work_s[0] / levels.tasks[0] if levels.tasks[0] > 0 else 0.0
         kept = [b for b in base if b.gone_at == math.inf]
