@@ -32,25 +32,25 @@ def test_reclaims_seen_together_count_once_when_the_rule_says_so():
     assert [i.market for i in made] == [Market.SPOT]
 
 
-def test_separate_reclaims_still_back_off_when_bursts_count_once():
+def _after_two_separate_reclaims(rule: FallbackRule) -> tuple[SpotFallback, MemoryCloud]:
+    """Three spot instances, then two reclaims, each seen in a listing of its own."""
     cloud = MemoryCloud(lambda: 0.0)
-    fallback = SpotFallback(cloud, lambda: 100.0, Journal(), FallbackRule(bursts_count_once=True))
+    fallback = SpotFallback(cloud, lambda: 100.0, Journal(), rule)
     fallback.launch(3, market=Market.SPOT)
     for _ in range(2):
         fallback.list_instances()
         cloud.reclaim(1)
     fallback.list_instances()
+    return fallback, cloud
+
+
+def test_separate_reclaims_still_back_off_when_bursts_count_once():
+    fallback, _ = _after_two_separate_reclaims(FallbackRule(bursts_count_once=True))
     assert fallback.interruptions == 2 and fallback.backed_off("")
 
 
 def test_with_back_off_on_reclaims_off_only_a_capacity_error_backs_off():
-    cloud = MemoryCloud(lambda: 0.0)
-    fallback = SpotFallback(cloud, lambda: 100.0, Journal(), FallbackRule(back_off_on_reclaims=False))
-    fallback.launch(3, market=Market.SPOT)
-    for _ in range(2):
-        fallback.list_instances()
-        cloud.reclaim(1)
-    fallback.list_instances()
+    fallback, cloud = _after_two_separate_reclaims(FallbackRule(back_off_on_reclaims=False))
     assert fallback.interruptions == 2 and not fallback.backed_off("")
     assert [i.market for i in fallback.launch(1, market=Market.SPOT)] == [Market.SPOT]
     cloud.launch = _short_of_spot(cloud.launch)
