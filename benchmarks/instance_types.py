@@ -246,6 +246,9 @@ def write(out: Path, args: argparse.Namespace, tuned: Outcome, held_out: Outcome
     if held_out is not None:
         lines += section("The same on traces the type choice was not tuned on", held_out)
     lines += ["## Every replay", "", HEADER, *tuned.rows, *(held_out.rows if held_out else []), ""]
+    notes = out.with_suffix(".notes.md")  # the reading, written by hand: kept across runs
+    if notes.exists():
+        lines += [notes.read_text().rstrip(), ""]
     out.write_text("\n".join(lines))
 
 
