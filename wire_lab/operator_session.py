@@ -128,6 +128,15 @@ class Session:
         self.lines.append(f"$ wire-daemon run --config {config} 2> {log} &")
         return daemon
 
+    def stop_daemon(self, daemon: subprocess.Popen[bytes], log: str, show: str, what: str) -> None:
+        """``kill -TERM`` a daemon this session started, then run ``show`` (the end of its ``log``) and fail the
+        session on a traceback anywhere in that log."""
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=120)
+        self.lines.append(f"$ kill -TERM {daemon.pid}")
+        self.run(show)
+        self.no_traceback(what, (self.dir / log).read_text())
+
     def stop_daemons(self) -> None:
         """A session that failed half-way must not leave a daemon running."""
         for daemon in self.daemons:
@@ -311,11 +320,7 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
     waiting = s.start_daemon("config-condor.yaml", "run-condor.log")
     wait_for(lambda: "HTCondor unreachable" in (s.dir / "run-condor.log").read_text(), timeout=60)
     s.run("wire-daemon status --config config-condor.yaml | head -n 3 | cut -c1-160")
-    waiting.send_signal(signal.SIGTERM)
-    waiting.wait(timeout=60)
-    s.lines.append(f"$ kill -TERM {waiting.pid}")
-    s.run("cut -c1-200 run-condor.log")
-    s.no_traceback("wire-daemon run (HTCondor away)", (s.dir / "run-condor.log").read_text())
+    s.stop_daemon(waiting, "run-condor.log", "cut -c1-200 run-condor.log", "wire-daemon run (HTCondor away)")
     s.note("Paused before the first start: the command waits in the state file for the first run.")
     s.run("wire-daemon pause --config config.yaml  # before the daemon's first start")
 
@@ -370,11 +375,7 @@ def record(s: Session, args: argparse.Namespace, endpoint: str, ids: dict[str, s
 
     s.note("6. The timeline, on a UTC axis; then stop the daemon (the instances would stay up).")
     s.run("wire-daemon report --config config.yaml --out report.png")
-    daemon.send_signal(signal.SIGTERM)
-    daemon.wait(timeout=120)
-    s.lines.append(f"$ kill -TERM {daemon.pid}")
-    s.run("tail -n 3 run.log")
-    s.no_traceback("wire-daemon run (its whole log)", (s.dir / "run.log").read_text())
+    s.stop_daemon(daemon, "run.log", "tail -n 3 run.log", "wire-daemon run (its whole log)")
     s.run("wire-daemon status --config config.yaml | head -n 4")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.service.emulated_config import emulated_config
 from wire_daemon.cli.main import main
 from wire_daemon.persist.store import StateStore
 from wire_daemon.runtime.settings import load_settings
@@ -12,18 +13,7 @@ from wire_daemon.service.daemon import Daemon
 
 
 def _config(tmp_path: Path, policy: str = "wire") -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(
-        f"""
-policy: {policy}
-site: {{kind: emulated, speedup: 1000000}}
-emulation: {{time_scale: 20}}
-steering: {{charging_unit_s: 900}}
-state_path: {tmp_path / "state.sqlite"}
-log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
-"""
-    )
-    return path
+    return emulated_config(tmp_path, extra=f"policy: {policy}")
 
 
 def test_deadline_and_budget_are_recorded_with_their_argument(tmp_path, capsys):

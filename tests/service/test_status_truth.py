@@ -21,24 +21,11 @@ from wire_daemon.service.daemon import Daemon
 from wire_daemon.service.inspect import inspect_submit_dir
 from wire_lab.live_writer import WriterOptions, build_live
 
+from .emulated_config import emulated_config
 from .test_submit_host import FakeDriver
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EPOCH = 1_700_000_000.0
-
-
-def _emulated(tmp_path: Path) -> Path:
-    path = tmp_path / "config.yaml"
-    path.write_text(
-        f"""
-site: {{kind: emulated, speedup: 1000000}}
-emulation: {{time_scale: 20}}
-steering: {{charging_unit_s: 900}}
-state_path: {tmp_path / "state.sqlite"}
-log: {{decisions_path: {tmp_path / "decisions.jsonl"}}}
-"""
-    )
-    return path
 
 
 def _condor(tmp_path: Path, root: Path | str, dry_run: bool = True) -> Path:
@@ -76,7 +63,7 @@ def _live(root: Path, name: str, trace: Path, label: str, epoch: float = EPOCH):
 
 
 def test_status_after_the_workflow_finished_is_final_and_the_log_ends_with_it(tmp_path, capsys):
-    config = _emulated(tmp_path)
+    config = emulated_config(tmp_path)
     assert main(["run", "--config", str(config)]) == 0
     capsys.readouterr()
     assert main(["status", "--config", str(config)]) == 0
@@ -107,7 +94,7 @@ def test_status_after_the_workflow_finished_is_final_and_the_log_ends_with_it(tm
 
 
 def test_status_while_running_shows_lifecycle_last_decision_in_words_and_committed_money(tmp_path):
-    config = _emulated(tmp_path)
+    config = emulated_config(tmp_path)
     daemon = Daemon(load_settings(config), str(config), sleep=lambda s: None)
     for t in (0.0, 180.0, 360.0):
         daemon.runtime.sleep_until(t)
@@ -197,8 +184,8 @@ def test_a_missing_or_wrong_submit_root_is_refused_by_check_config_and_run(tmp_p
 
 
 def test_a_missing_trace_is_refused_by_check_config(tmp_path, capsys):
-    config = _emulated(tmp_path)
-    config.write_text(config.read_text().replace("speedup: 1000000}", f"speedup: 10, trace: {tmp_path / 'x.json'}}}"))
+    config = emulated_config(tmp_path, speedup=10)
+    config.write_text(config.read_text().replace("speedup: 10}", f"speedup: 10, trace: {tmp_path / 'x.json'}}}"))
     assert main(["check-config", str(config)]) == 2
     assert "site.trace" in capsys.readouterr().err
 
