@@ -1,27 +1,18 @@
 """The evaluation (benchmarks/evaluate.py, wire_daemon/evaluate*.py) on a tiny grid."""
 
 import csv
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.lab.benchmark_script import load_benchmark
 from wire_daemon.emulated.traces import bundled_trace_path
 from wire_daemon.runtime.policies import POLICY_NAMES
 from wire_lab.evaluation.runs import GROUPS, Job, ResultCache, find_traces, group_of, make_jobs, run_job
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "evaluate.py"
-
 
 @pytest.fixture(scope="module")
 def evaluate():
-    # The benchmark is a script, not a package module: load it from its file.
-    spec = importlib.util.spec_from_file_location("evaluate_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("evaluate.py", "evaluate_script")
 
 
 @pytest.fixture(scope="module")

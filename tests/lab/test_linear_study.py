@@ -5,23 +5,14 @@ ratio by 1.33 and the completion time ratio by 1.67. One point (N = 10,
 R/U = 2, the paper's packing) runs in well under a second.
 """
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "linear_study.py"
+from tests.lab.benchmark_script import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def study():
-    # The benchmark is a script, not a package module: load it from its file.
-    spec = importlib.util.spec_from_file_location("linear_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("linear_study.py", "linear_study")
 
 
 def test_r_twice_u_stays_within_the_paper_bounds(study):

@@ -5,28 +5,20 @@ known margin; one tiny replay checks that the study sees what a run leaves
 behind on the site.
 """
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 import wire_daemon.runtime.assembly as assembly_module
+from tests.lab.benchmark_script import load_benchmark
 from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.runtime.replay import replay
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "markets.py"
-
 
 @pytest.fixture(scope="module")
 def study():
-    # The benchmark is a script, not a package module: load it from its file.
-    spec = importlib.util.spec_from_file_location("markets_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("markets.py", "markets_study")
 
 
 def _row(policy, market, cost, makespan, lost=0.0, trace="t.json", k=100.0, seed=0, **extra):

@@ -1,22 +1,13 @@
 """The per-minute study's figures (benchmarks/per_minute.py), computed from made-up runs."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "per_minute.py"
+from tests.lab.benchmark_script import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def study():
-    # The benchmark is a script, not a package module: load it from its file.
-    spec = importlib.util.spec_from_file_location("per_minute_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("per_minute.py", "per_minute_study")
 
 
 def _run(me: tuple[int, float], pfa: tuple[int, float], others: tuple[int, float] = (1, 1e9)) -> dict:
