@@ -30,8 +30,8 @@ distribution shifted up by the difference.
 
 A running task's remaining occupancy is the stage's distribution conditional
 on what it has already run: only the measured occupancies above its elapsed
-time count. A task that has outlasted every measurement is given a tenth of
-its elapsed time more (half for the 90th percentile).
+time count. A task that has outlasted every measurement is given half its
+elapsed time more (as much again as it has run, for the 90th percentile).
 
 A stage with no completion borrows a distribution (a prior): the same
 transformation measured in other stages (``POLICY_PRIOR_TRANSFORMATION``),
