@@ -19,11 +19,14 @@ class Events:
         self.seen.append(event)
 
 
-def _guard(tmp_path, clock):
-    cloud, events, journal = MemoryCloud(lambda: clock["t"], state="pending", zone="az-1b"), Events(), Journal()
+CONFIG = SafetyConfig(backoff_initial_s=300.0, died_young_s=600.0)
+
+
+def _guard(tmp_path, clock, cloud=None):
+    cloud = cloud or MemoryCloud(lambda: clock["t"], state="pending", zone="az-1b")
+    events, journal = Events(), Journal()
     journal.subscribe(events)
-    config = SafetyConfig(backoff_initial_s=300.0, died_young_s=600.0)
-    guard = GuardedCloud(cloud, StateStore(tmp_path / "s.sqlite"), config, Billing(3600.0), lambda: clock["t"], journal)
+    guard = GuardedCloud(cloud, StateStore(tmp_path / "s.sqlite"), CONFIG, Billing(3600.0), lambda: clock["t"], journal)
     return guard, cloud, events
 
 
@@ -60,3 +63,19 @@ def test_a_spot_instance_gone_before_it_joined_is_judged_as_a_failure(tmp_path):
     guard.list_instances()
     assert not any(isinstance(e, InstanceReclaimed) for e in events.seen)
     assert guard.launch(1, instance_type="c5.large", market=Market.SPOT) == []  # paused, as on-demand
+
+
+def test_a_spot_instance_gone_while_the_daemon_was_down_is_forgotten_not_counted_as_a_reclaim(tmp_path):
+    """Nothing tells a reclaim from the worker's own power-off (its dead-man switch) once the daemon was away:
+    a restarted daemon forgets the instance, and neither counts an interruption nor backs off spot launches."""
+    clock = {"t": 0.0}
+    guard, cloud, _ = _guard(tmp_path, clock)
+    (spot,) = guard.launch(1, instance_type="c5.large", market=Market.SPOT)
+    guard.lifecycle.move(spot.instance_id, LifecycleState.JOINED)
+    clock["t"] = 5000.0
+    del cloud.live[spot.instance_id]  # gone while no daemon watched
+    again, _, events = _guard(tmp_path, clock, cloud)  # the restarted daemon, on the same state file
+    assert again.reconcile().forgotten == [spot.instance_id]
+    again.list_instances()
+    assert not any(isinstance(e, InstanceReclaimed) for e in events.seen)
+    assert len(again.launch(1, instance_type="c5.large", market=Market.SPOT)) == 1  # no back-off
