@@ -85,6 +85,19 @@ def test_cli_refuses_an_impossible_market_in_one_line(capsys):
     assert "--interruptions must be >= 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flags", [["--interruptions", "0.2"], ["--storm"], ["--compare", "--storm"]])
+def test_cli_refuses_reclaims_where_nothing_buys_spot(capsys, flags):
+    """On-demand only: the reclaims asked for would silently not happen."""
+    assert main(["replay", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "buys none (market on-demand)" in err and "--market spot or auto" in err
+
+
+def test_cli_takes_reclaims_where_a_replayed_policy_buys_spot(capsys):
+    assert main(["replay", "--policy", "annex-spot", "--interruptions", "20", "--time-scale", "20", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["policies"]["annex-spot"]["interruptions"] >= 1
+
+
 def test_cli_text_table_and_verbose_decisions(capsys):
     assert main(["replay", "--policy", "wire", "--verbose", "--time-scale", "10"]) == 0
     out = capsys.readouterr().out

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from wire_daemon.cli.service_commands import CONFIG_HELP, add_service_commands
-from wire_daemon.core.config import MARKET_MODES, ReplayConfig
+from wire_daemon.core.config import MARKET_MODES, ReplayConfig, SteeringConfig
 from wire_daemon.core.deadlines import parse_deadline
 from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
-from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES
+from wire_daemon.runtime.policies import DEFAULT_POLICY, POLICY_NAMES, buys_spot, compared_policies, policy_entry
 from wire_daemon.runtime.replay import ReplayResult, compare
 from wire_daemon.runtime.settings import Settings, load_settings
 from wire_daemon.service.render import format_decision, format_table
@@ -330,7 +330,21 @@ def _replay_config(args: argparse.Namespace) -> ReplayConfig:
         spot_interruptions_per_hour=args.interruptions,
         storm=args.storm,
     )
+    _reclaims_reach_spot(args, given, steering)
     return ReplayConfig(base.prediction, steering, emulation, base.memory, base.policy_options)
+
+
+def _reclaims_reach_spot(args: argparse.Namespace, given: set[str], steering: SteeringConfig) -> None:
+    """Reclaims asked for on the command line must have a spot instance to reclaim: not a silent no-op."""
+    asked = [f for f, on in (("--interruptions", args.interruptions > 0), ("--storm", args.storm)) if on]
+    asked = [f for f in asked if f.removeprefix("--") in given]
+    replayed = compared_policies(steering) if args.compare else (args.policy,)
+    if asked and not any(buys_spot(policy_entry(name), steering) for name in replayed):
+        raise ConfigError(
+            f"{' and '.join(asked)} {'reclaim' if len(asked) > 1 else 'reclaims'} spot instances, and this replay "
+            f"buys none (market {steering.market}); "
+            "add --market spot or auto, or --policy annex-spot or reactive-spot"
+        )
 
 
 def _replay(args: argparse.Namespace) -> int:

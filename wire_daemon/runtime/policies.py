@@ -130,10 +130,14 @@ def with_market(policy: ScalingPolicy, entry: Policy, steering: SteeringConfig) 
     return MarketPlacement(policy, steering)
 
 
+def buys_spot(entry: Policy, steering: SteeringConfig) -> bool:
+    """Does this policy's pool buy spot capacity: its own market, else ``steering.market``?"""
+    return entry.market is Market.SPOT or (entry.market is None and steering.market != "on-demand")
+
+
 def spot_falls_back(entry: Policy, steering: SteeringConfig) -> bool:
     """Does this policy buy spot, and fall back to on-demand when the market fails it?"""
-    buys_spot = entry.market is Market.SPOT or (entry.market is None and steering.market != "on-demand")
-    return buys_spot and entry.spot_fallback
+    return buys_spot(entry, steering) and entry.spot_fallback
 
 
 def market_at_submit(entry: Policy, steering: SteeringConfig) -> Market:
