@@ -127,3 +127,23 @@ def test_left_out_the_idle_shutdown_outlasts_the_unit_the_daemon_keeps_a_worker_
     assert knob("unit") == "3780"  # the hour paid, and the interval the release is decided ahead
     assert knob("second") == "1800"  # never below the dead-man switch's half hour
     assert knob("unit", ", idle_shutdown_s: 7200") == "7200"  # the operator's value stands
+
+
+EMULATED = """
+site: {{kind: emulated}}
+steering: {{market: {market}}}
+emulation: {{spot_interruptions_per_hour: 0.5}}
+state_path: {root}/state.sqlite
+log: {{decisions_path: {root}/decisions.jsonl}}
+"""
+
+
+def test_reclaims_on_an_emulated_site_that_buys_no_spot_are_a_warning(tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    config.write_text(EMULATED.format(root=tmp_path, market="on-demand"))
+    assert main(["check-config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "steering.market on-demand buys none: nothing will be reclaimed" in err
+    config.write_text(EMULATED.format(root=tmp_path, market="auto"))
+    assert main(["check-config", str(config)]) == 0
+    assert "reclaimed" not in capsys.readouterr().err

@@ -19,6 +19,7 @@ from pathlib import Path
 from wire_daemon.core.errors import ConfigError
 from wire_daemon.execute.providers import provider
 from wire_daemon.runtime.builders import idle_shutdown_for
+from wire_daemon.runtime.policies import buys_spot, policy_entry
 from wire_daemon.runtime.settings import Settings
 
 SCHEDD_TIMEOUT_S = 10.0  # a collector that does not answer: the check gives up, it does not hang
@@ -68,9 +69,10 @@ def _log_place(settings: Settings) -> None:
 
 
 def run_warnings(settings: Settings) -> list[str]:
-    """What may fail later or cost money but need not: the schedd, a worker that leaves before its unit ends."""
+    """What may fail later or cost money but need not: the schedd, a worker that leaves before its unit ends;
+    on the emulated site, reclaims set where nothing buys spot."""
     if settings.site.kind != "condor":
-        return []
+        return _reclaims_without_spot(settings)
     found = _idle_shutdown_problem(settings)
     if settings.condor.control != "htcondor":
         return found
@@ -81,6 +83,19 @@ def run_warnings(settings: Settings) -> list[str]:
             "(Condor may start later: the daemon waits for it)"
         )
     return found
+
+
+def _reclaims_without_spot(settings: Settings) -> list[str]:
+    emulation, steering = settings.emulation, settings.steering
+    if not (emulation.spot_interruptions_per_hour > 0 or emulation.storm):
+        return []
+    if buys_spot(policy_entry(settings.policy), steering):
+        return []
+    return [
+        f"{settings.source}: emulation reclaims spot instances (spot_interruptions_per_hour "
+        f"{emulation.spot_interruptions_per_hour:g}, storm {str(emulation.storm).lower()}), and steering.market "
+        f"{steering.market} buys none: nothing will be reclaimed; set steering.market: spot or auto"
+    ]
 
 
 def _idle_shutdown_problem(settings: Settings) -> list[str]:
