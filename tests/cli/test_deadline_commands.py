@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.service.emulated_config import emulated_config
@@ -16,15 +17,34 @@ def _config(tmp_path: Path, policy: str = "wire") -> Path:
     return emulated_config(tmp_path, extra=f"policy: {policy}")
 
 
+def _moment(hours_from_now: float) -> str:
+    return (datetime.now(UTC) + timedelta(hours=hours_from_now)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def test_deadline_and_budget_are_recorded_with_their_argument(tmp_path, capsys):
     config = _config(tmp_path)  # given before the first start: kept for the first run
-    assert main(["deadline", "2026-11-27T08:00:00Z", "--config", str(config)]) == 0
-    assert "deadline 2026-11-27T08:00:00Z: recorded in" in capsys.readouterr().out
+    tomorrow = _moment(24)
+    assert main(["deadline", tomorrow, "--config", str(config)]) == 0
+    assert f"deadline {tomorrow}: recorded in" in capsys.readouterr().out
     assert main(["budget", "clear", "--config", str(config)]) == 0
     store = StateStore(tmp_path / "state.sqlite")
     pending = [(c.command, c.argument) for c in store.pending_controls()]
     store.close()
-    assert pending == [("deadline", "2026-11-27T08:00:00Z"), ("budget", "clear")]
+    assert pending == [("deadline", tomorrow), ("budget", "clear")]
+
+
+def test_a_wall_clock_deadline_already_past_is_refused_a_duration_is_not(tmp_path, capsys):
+    """A moment already past when given is a typo more often than a wish: the policy would spend as if late."""
+    config = _config(tmp_path)
+    assert main(["deadline", _moment(-0.5), "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has already passed (30.0 min ago): give a later time" in err[0]
+    assert main(["deadline", "2020-01-01T00:00:00Z", "--config", str(config)]) == 2
+    assert " days ago)" in capsys.readouterr().err
+    assert main(["deadline", "2h", "--config", str(config)]) == 0  # from the workflow's start: the daemon's to judge
+    store = StateStore(tmp_path / "state.sqlite")
+    assert [(c.command, c.argument) for c in store.pending_controls()] == [("deadline", "2h")]
+    store.close()
 
 
 def test_a_bad_argument_is_one_line_naming_it(tmp_path, capsys):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from wire_daemon.core.deadlines import FORMS as DEADLINE_FORMS
+from wire_daemon.core.deadlines import parse_deadline
 from wire_daemon.core.errors import ConfigError, InputError
 from wire_daemon.core.secrets import redact
 from wire_daemon.persist.store import StateStore, no_room
@@ -30,7 +31,7 @@ from wire_daemon.service.config_check import check_run_needs, run_warnings
 from wire_daemon.service.decisions_log import Run, select_run
 from wire_daemon.service.status import StatusReport, open_state_file, read_status
 from wire_daemon.service.status_text import render_status
-from wire_daemon.service.wording import Since, decision_line, decision_words, parse_since
+from wire_daemon.service.wording import Since, decision_line, decision_words, duration, parse_since
 from wire_daemon.service.wording import wall as wall_time
 
 CONFIG_HELP = "the daemon's YAML config file (e.g. /etc/wire-daemon/config.yaml)"
@@ -260,6 +261,21 @@ def _status(args: argparse.Namespace) -> int:
 # -- the operator's controls -------------------------------------------------------------
 
 
+def _refuse_a_passed_moment(given: str) -> None:
+    """A wall-clock deadline already past when given is a typo more often than a wish: the policy would spend
+    as if the workflow were late from its first decision. (A duration is from the workflow's start: it may
+    have passed, and that is the operator's to say.)"""
+    moment = parse_deadline(given).at
+    if moment is None or moment >= time.time():
+        return
+    past = time.time() - moment
+    ago = duration(past) if past < 2 * 86400 else f"{past / 86400:.0f} days"
+    raise ConfigError(
+        f"deadline WHEN {given} has already passed ({ago} ago): give a later time, "
+        "or a duration from the workflow's start (8h)"
+    )
+
+
 def _control(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     command = args.command
@@ -270,6 +286,8 @@ def _control(args: argparse.Namespace) -> int:
             steering_value(command, argument.strip())
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if command == "deadline":
+            _refuse_a_passed_moment(argument.strip())
     if command == "hold" and count is not None:
         cap = min(settings.safety.max_instances, settings.steering.max_instances)
         if count < 0 or count > cap:
