@@ -147,3 +147,14 @@ def test_reclaims_on_an_emulated_site_that_buys_no_spot_are_a_warning(tmp_path, 
     config.write_text(EMULATED.format(root=tmp_path, market="auto"))
     assert main(["check-config", str(config)]) == 0
     assert "reclaimed" not in capsys.readouterr().err
+
+
+def test_a_deadline_already_past_is_a_warning(tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    text = WORKERS.format(root=tmp_path, worker="", billing="unit")
+    config.write_text(text.replace("billing_model: unit}", 'billing_model: unit, deadline: "2020-01-01T00:00:00Z"}'))
+    assert main(["check-config", str(config)]) == 0
+    assert "steering.deadline 2020-01-01T00:00:00Z has already passed" in capsys.readouterr().err
+    config.write_text(text.replace("billing_model: unit}", "billing_model: unit, deadline: 8h}"))
+    assert main(["check-config", str(config)]) == 0
+    assert "has already passed" not in capsys.readouterr().err

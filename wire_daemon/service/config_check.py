@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -69,11 +70,11 @@ def _log_place(settings: Settings) -> None:
 
 
 def run_warnings(settings: Settings) -> list[str]:
-    """What may fail later or cost money but need not: the schedd, a worker that leaves before its unit ends;
-    on the emulated site, reclaims set where nothing buys spot."""
+    """What may fail later or cost money but need not: the schedd, a worker that leaves before its unit ends,
+    a deadline already past; on the emulated site, reclaims set where nothing buys spot."""
     if settings.site.kind != "condor":
         return _reclaims_without_spot(settings)
-    found = _idle_shutdown_problem(settings)
+    found = _idle_shutdown_problem(settings) + _passed_deadline(settings)
     if settings.condor.control != "htcondor":
         return found
     problem = _schedd_problem(settings)
@@ -95,6 +96,17 @@ def _reclaims_without_spot(settings: Settings) -> list[str]:
         f"{settings.source}: emulation reclaims spot instances (spot_interruptions_per_hour "
         f"{emulation.spot_interruptions_per_hour:g}, storm {str(emulation.storm).lower()}), and steering.market "
         f"{steering.market} buys none: nothing will be reclaimed; set steering.market: spot or auto"
+    ]
+
+
+def _passed_deadline(settings: Settings) -> list[str]:
+    given = settings.steering.operator_deadline()
+    if given is None or given.at is None or given.at >= time.time():
+        return []
+    return [
+        f"{settings.source}: steering.deadline {given.text} has already passed: every workflow is late from its "
+        "first decision, and the policy buys the fastest pool; set a later time, or a duration from the "
+        "workflow's start (8h)"
     ]
 
 
