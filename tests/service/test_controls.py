@@ -266,6 +266,20 @@ def test_commands_with_the_daemon_down_are_recorded_for_its_next_start(tmp_path,
     assert [c["command"] for c in status["pending_controls"]] == ["pause", "hold"]
 
 
+def test_commands_before_the_first_start_leave_the_daemon_never_ran_and_are_listed(tmp_path, capsys):
+    config = _real_site_config(tmp_path)  # the commands make the state file; no run has written to it
+    assert main(["budget", "20", "--config", str(config)]) == 0
+    assert main(["pause", "--config", str(config)]) == 0
+    capsys.readouterr()
+    assert main(["status", "--config", str(config)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "daemon: never ran" and out[-1] == "no decision yet"
+    assert [line.split(" (asked")[0] for line in out[1:-1]] == ["  pending: budget 20", "  pending: pause"]
+    _ran_once(tmp_path)  # a run, then down: no longer "never ran"
+    assert main(["status", "--config", str(config)]) == 0
+    assert capsys.readouterr().out.startswith("daemon: down")
+
+
 def test_hold_beyond_the_limits_is_refused(tmp_path, capsys):
     config = _config(tmp_path)
     _ran_once(tmp_path)

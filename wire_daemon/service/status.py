@@ -300,6 +300,7 @@ class PendingControl:
     count: int | None
     requested_at: float
     requested_by: str
+    argument: str | None = None  # deadline WHEN, budget AMOUNT
 
 
 @dataclass(frozen=True)
@@ -361,6 +362,8 @@ def read_status(state_path: str | Path) -> StatusReport:
         condor_away = _meta_json(store, CONDOR_AWAY_KEY)
         pid = _meta_int(store, "pid")
         pending = store.pending_controls()
+        # Written by a run, damaged or not; a file only the operator's commands made before the first start has none.
+        ran = any(store.get_meta(key) is not None for key in (STATUS_KEY, "heartbeat", "started", "stopped", "pid"))
     finally:
         store.close()
     heartbeat, stopped, started = (_dict(meta[k]) for k in ("heartbeat", "stopped", "started"))
@@ -373,7 +376,7 @@ def read_status(state_path: str | Path) -> StatusReport:
     control = ControlStatus.from_json(meta["control"]) if meta["control"] is not None else _of(snapshot, "control")
     safe = SafeStateStatus.from_json(safe_state) if isinstance(safe_state, dict) else _of(snapshot, "safe_state")
     return StatusReport(
-        daemon="running" if alive else "down",
+        daemon="running" if alive else "down" if ran else "never ran",
         state_path=str(path),
         pid=pid or None,
         last_heartbeat_wall=_time_or_none(heartbeat.get("wall")),
@@ -383,7 +386,9 @@ def read_status(state_path: str | Path) -> StatusReport:
         control=control,
         safe_state=safe,
         stopped=None if alive else _ended(snapshot, stopped),
-        pending_controls=[PendingControl(c.command, c.count, c.requested_at, c.requested_by) for c in pending],
+        pending_controls=[
+            PendingControl(c.command, c.count, c.requested_at, c.requested_by, c.argument) for c in pending
+        ],
         condor_away=CondorAwayStatus.from_json(condor_away) if alive else None,
     )
 

@@ -17,14 +17,11 @@ def render_status(report: StatusReport, now: float | None = None) -> str:
     lines = _dry_run_lines(snapshot) + [_daemon_line(report, now)] + _condor_away_lines(report)
     lines += _safe_state_lines(report)
     if report.daemon == "never ran" or snapshot is None:
-        return "\n".join(lines + ["no decision yet"])
+        return "\n".join(lines + _pending_lines(report) + ["no decision yet"])
     virtual = snapshot.virtual
     control = report.control or snapshot.control
     lines.append(f"mode: {control.describe}")
-    for c in report.pending_controls:
-        what = c.command + (f" {c.count}" if c.count is not None else "")
-        by = f" by {c.requested_by}" if c.requested_by else ""
-        lines.append(f"  pending: {what} (asked {wall_time(c.requested_at)}{by}; not applied yet)")
+    lines += _pending_lines(report)
     if virtual:
         lines.append(f"loop clock {time_of(snapshot.time, True)}: the emulated site's virtual time")
     else:
@@ -49,6 +46,15 @@ def render_status(report: StatusReport, now: float | None = None) -> str:
     if remaining and report.stopped is None:
         lines.append(f"remaining work over the pool's slots: about {duration(remaining)} (a lower bound)")
     return "\n".join(lines + _stage_lines(snapshot))
+
+
+def _pending_lines(report: StatusReport) -> list[str]:
+    lines = []
+    for c in report.pending_controls:
+        what = c.command + (f" {c.count}" if c.count is not None else "") + (f" {c.argument}" if c.argument else "")
+        by = f" by {c.requested_by}" if c.requested_by else ""
+        lines.append(f"  pending: {what} (asked {wall_time(c.requested_at)}{by}; not applied yet)")
+    return lines
 
 
 def _daemon_line(report: StatusReport, now: float) -> str:
