@@ -304,15 +304,15 @@ def _decide_wide(target: float, began: float) -> tuple[int, str]:
 
 
 def _seconds_to_deadline(rule: str) -> float:
-    match = re.search(r"deadline in (\d+) s", rule)
+    match = re.search(r"target end in (\d+) s", rule)
     assert match, rule
     return float(match.group(1))
 
 
 def test_above_target_1_the_deadline_is_a_share_of_the_time_left_whatever_the_run_lost_so_far():
     # At target 1 the deadline is the full pool's end from the start: a run begun 3,000 s earlier is late.
-    assert "deadline in" in _decide_wide(1.0, 0.0)[1]
-    assert "deadline passed" in _decide_wide(1.0, -3000.0)[1]
+    assert "target end in" in _decide_wide(1.0, 0.0)[1]
+    assert "target end passed" in _decide_wide(1.0, -3000.0)[1]
     on_time = {t: _decide_wide(t, 0.0) for t in (1.5, 2.0)}
     late = {t: _decide_wide(t, -3000.0) for t in (1.5, 2.0)}
     assert on_time == late  # above 1, neither made up for nor spent again

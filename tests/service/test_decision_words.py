@@ -32,7 +32,7 @@ LONG = {
     "upcoming_load_s": 3984.0,
     "cost_units": 6,
     "cost_money": 1.5,
-    "rule": "grow: 5 for the tasks still queued when they boot; deadline in 190 s",
+    "rule": "grow: 5 for the tasks still queued when they boot; target end in 190 s",
     "estimates": ESTIMATES,
     "full_pool_makespan_s": 190.0,
     "notes": ["limit max_launches_per_interval: launching 4 of 6", "a long note " * 10],
@@ -48,7 +48,7 @@ def test_a_decision_is_one_short_line_with_the_change_the_reason_and_the_money()
     for figure in ("estimates", "predicted load", "deadline", "notes", "instance(s) (chosen)"):
         assert figure not in words
     verbose = decision_words(LONG, verbose=True)  # every figure is still there for whoever asks
-    for figure in ("estimates: ", "predicted load 103 task(s)", "deadline in 190 s", "notes: ", "i-00006"):
+    for figure in ("estimates: ", "predicted load 103 task(s)", "target end in 190 s", "notes: ", "i-00006"):
         assert figure in verbose
 
 
@@ -69,7 +69,7 @@ def test_an_operator_s_override_says_what_was_asked_and_what_the_policy_would_ha
         "pool": 6,
         "target": 6,
         "launched": [],
-        "rule": "paused by the operator: no change (the policy wanted 1: shrink: not needed; deadline in 19 s)",
+        "rule": "paused by the operator: no change (the policy wanted 1: shrink: not needed; target end in 19 s)",
     }
     assert "paused by the operator; the policy would have 1" in decision_words(paused)
 
@@ -92,7 +92,7 @@ def test_a_large_move_of_the_predicted_load_says_why():
     assert moved == "mProject took 5.2 min, not 42 s: load 66 min -> 4.0 h"
     small = watch.explain(14000.0, [_stage("m/mProject", 6, 15, 21, 312.0), _stage("m/mDiffFit", 0, 0, 45, None)])
     assert small == ""  # a small move says nothing
-    quiet = LONG | {"pool": 6, "target": 6, "launched": [], "rule": "hold; deadline in 1874 s", "load_change": moved}
+    quiet = LONG | {"pool": 6, "target": 6, "launched": [], "rule": "hold; target end in 1874 s", "load_change": moved}
     assert decision_words(quiet) == f"pool stays at 6: no change needed; {moved}; cost 6 unit(s), 1.50"
     busy = LONG | {"load_change": moved}  # with launches too: still one line, the reason before the note
     words = decision_words(busy)

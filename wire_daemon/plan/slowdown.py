@@ -240,9 +240,9 @@ class SlowdownPolicy:
             bound = self._within_budget(now, decision, pool, aim) or bound
         if aim.deadline is not None:
             decision.rule += self._deadline_words(best, aim)
-        else:  # relative: on a real site the clock is epoch seconds, which nobody reads
+        else:  # the end the target asks for, relative: on a real site the clock is epoch seconds, which nobody reads
             left = deadline - now
-            decision.rule += f"; deadline in {left:.0f} s" if left >= 0 else f"; deadline passed {-left:.0f} s ago"
+            decision.rule += f"; target end in {left:.0f} s" if left >= 0 else f"; target end passed {-left:.0f} s ago"
         if bound and aim.budget is not None:
             committed = aim.budget - (aim.money_left or 0.0)
             if committed > aim.budget:
