@@ -63,6 +63,18 @@ def test_plan_on_a_trace_json_is_monotone_and_billed_by_the_one_rule(capsys):
         assert s["p50_makespan_s"] is None and s["p90_makespan_s"] is None
 
 
+def test_plan_billed_per_second_says_so_and_counts_seconds(capsys, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"steering: {{billing_model: second, max_instances: 3}}\nstate_path: {tmp_path}/state.sqlite\n")
+    data = _plan(capsys, "--config", str(config))
+    assert (data["charging_unit_s"], data["minimum_charge_s"]) == (1.0, 60.0)
+    billing = Billing.per_second(60.0)
+    for s in data["sizes"]:  # launched a launch lag before the start, every second paid
+        assert s["cost_units"] == s["instances"] * billing.units(-STEERING.interval_s, s["makespan_s"])
+    assert main(["plan", "--config", str(config)]) == 0
+    assert "  cost: billed per second (units are seconds), at least 60 s an instance" in capsys.readouterr().out
+
+
 def test_a_trace_is_planned_with_what_the_emulated_worlds_negotiation_cycle_costs():
     workflow = load_trace(bundled_trace_path())
     occupancy, _ = task_times(workflow, EmulationConfig())

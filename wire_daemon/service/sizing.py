@@ -67,13 +67,14 @@ class PlanReport:
     elapsed_s: float  # since the workflow's first event
     task_times: str  # where the task times come from, in words
     slots_per_instance: int
-    charging_unit_s: float
+    charging_unit_s: float  # the billing's unit: 1 s when billed per second
     launch_lag_s: float
     up_now: int | None  # instances running tasks now (a submit dir)
     price: float | None  # per instance and charging unit
     sizes: list[PoolSizeEstimate] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     deadline: DeadlineFit | None = None  # plan --deadline: the cheapest size that meets it
+    minimum_charge_s: float | None = None  # billed per second: the first charge; None: whole units
 
 
 @dataclass
@@ -204,10 +205,11 @@ def _report(
         elapsed_s=max(now - first, 0.0) if now is not None and first is not None else 0.0,
         task_times="",
         slots_per_instance=settings.steering.slots_per_instance,
-        charging_unit_s=settings.steering.charging_unit_s,
+        charging_unit_s=settings.steering.billing.charging_unit_s,
         launch_lag_s=settings.steering.interval_s,
         up_now=up,
         price=price,
+        minimum_charge_s=settings.steering.minimum_charge_s if settings.steering.billing_model == "second" else None,
     )
 
 
@@ -312,7 +314,12 @@ def _terms(report: PlanReport) -> list[str]:
             else f"{report.up_now} instance(s) running tasks now, the others up {duration(report.launch_lag_s)} "
             "after a launch now"
         ),
-        f"  cost: every started charging unit of {duration(report.charging_unit_s)} paid in full, "
+        (
+            f"  cost: every started charging unit of {duration(report.charging_unit_s)} paid in full, "
+            if report.minimum_charge_s is None
+            else f"  cost: billed per second (units are seconds), at least {duration(report.minimum_charge_s)} "
+            "an instance, "
+        )
         + ("from each instance's launch (its boot included)" if report.up_now is None else "from now on")
         + ("" if report.price is None else f"; {report.price:g} per instance and unit"),
     ]
