@@ -158,3 +158,17 @@ def test_a_deadline_already_past_is_a_warning(tmp_path, capsys):
     config.write_text(text.replace("billing_model: unit}", "billing_model: unit, deadline: 8h}"))
     assert main(["check-config", str(config)]) == 0
     assert "has already passed" not in capsys.readouterr().err
+
+
+def test_per_second_a_price_per_unit_is_a_warning_an_hourly_price_is_not(tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    text = WORKERS.format(root=tmp_path, worker="", billing="second")
+    listed = "billing_model: second, instance_types: [{{name: c5.xlarge, cores: 4, {price}}}]}}"
+    config.write_text(text.replace("billing_model: second}", listed.format(price="price: 0.17")))
+    assert main(["check-config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "c5.xlarge: price 0.17 is per charging unit, here a second: 612 on-demand hours an hour" in err
+    assert "give an hourly price as price_per_hour" in err
+    config.write_text(text.replace("billing_model: second}", listed.format(price="price_per_hour: 0.17")))
+    assert main(["check-config", str(config)]) == 0
+    assert "per charging unit" not in capsys.readouterr().err

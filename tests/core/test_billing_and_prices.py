@@ -81,3 +81,23 @@ def test_the_price_list_of_one_configured_type_is_its_price_per_hour_with_spot_a
     offers = price_list((), 4, Billing(3600.0), 0.35, price_per_hour=0.2)
     assert offers[""].price_per_hour(Market.ON_DEMAND) == 0.2
     assert offers[""].price_per_hour(Market.SPOT) == pytest.approx(0.07)
+
+
+def test_an_hourly_price_is_the_same_money_whatever_the_billing_and_survives_a_change_of_billing():
+    from dataclasses import replace
+
+    from wire_daemon.core.config import InstanceType, SteeringConfig
+
+    listed = (InstanceType("c5.xlarge", 4, price_per_hour=0.17, spot_price_per_hour=0.06),)
+    per_second = SteeringConfig(billing_model="second", instance_types=listed)
+    (kind,) = per_second.instance_types
+    assert kind.price == pytest.approx(0.17 / 3600) and kind.spot_price == pytest.approx(0.06 / 3600)
+    hourly = replace(per_second, billing_model="unit", charging_unit_s=900.0)  # a copy re-prices for its billing
+    assert hourly.instance_types[0].price == pytest.approx(0.17 / 4)
+    for steering in (per_second, hourly):
+        offer = steering.offers()["c5.xlarge"]
+        assert offer.on_demand_per_hour == pytest.approx(0.17) and offer.spot_per_hour == pytest.approx(0.06)
+    # A price per unit, as before: per second it is per second.
+    assert SteeringConfig(billing_model="second", instance_types=(InstanceType("x", 4, price=0.17),)).offers()[
+        "x"
+    ].on_demand_per_hour == pytest.approx(0.17 * 3600)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import field, replace
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -10,7 +10,7 @@ from pydantic import Field
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.deadlines import Deadline, parse_deadline
 from wire_daemon.core.errors import ConfigError
-from wire_daemon.core.pricing import Offer, price_list
+from wire_daemon.core.pricing import SECONDS_PER_HOUR, Offer, price_list
 from wire_daemon.core.sections import AtLeastOne, AtLeastZero, Positive, check, one_of, section
 
 # Condor slots per instance unless steering.slots_per_instance says otherwise: the one place of this default.
@@ -52,6 +52,19 @@ class InstanceType:
     # Its spot price per charging unit, in the same money; None: spot_price_ratio x price (or, with
     # cloud.ec2.spot_prices cloud, what EC2 quotes).
     spot_price: Annotated[float | None, Positive] = None
+    # The same per hour, as clouds list them; given, they win over price and spot_price, which the
+    # steering section sets from them for its billing rule (billed per second, the unit is a second).
+    price_per_hour: Annotated[float | None, Positive] = None
+    spot_price_per_hour: Annotated[float | None, Positive] = None
+
+    def per_unit(self, unit_s: float) -> InstanceType:
+        """With its hourly prices, if given, as prices per charging unit of ``unit_s`` seconds."""
+        if self.price_per_hour is None and self.spot_price_per_hour is None:
+            return self
+        hours = unit_s / SECONDS_PER_HOUR
+        price = self.price if self.price_per_hour is None else self.price_per_hour * hours
+        spot = self.spot_price if self.spot_price_per_hour is None else self.spot_price_per_hour * hours
+        return replace(self, price=price, spot_price=spot)
 
 
 # The probabilities a deadline can be met with (steering.deadline_quantile): the estimate's median or 90th percentile.
@@ -120,8 +133,8 @@ class SteeringConfig:
     spot_price_ratio: Annotated[float, Field(gt=0.0, le=1.0)] = 0.35
     spot_interruptions_per_hour: Annotated[float, AtLeastZero] = 0.05
     # Money: the on-demand price of one instance-hour of the configured type (instance_types carry their
-    # own price per charging unit), and the currency status, decisions and metrics name. By default one
-    # on-demand instance-hour costs 1: money is then counted in on-demand instance-hours.
+    # own: price_per_hour, or price per charging unit), and the currency status, decisions and metrics
+    # name. By default one on-demand instance-hour costs 1: money is then counted in on-demand instance-hours.
     price_per_hour: Annotated[float, Positive] = 1.0
     currency: Annotated[str, Field(min_length=1)] = "on-demand hours"
 
@@ -149,6 +162,9 @@ class SteeringConfig:
 
     def __post_init__(self) -> None:
         check(self.min_instances <= self.max_instances, "steering.min_instances must not exceed steering.max_instances")
+        # Hourly prices become prices per unit of this billing: set again when a copy changes the billing.
+        unit_s = self.billing.charging_unit_s
+        object.__setattr__(self, "instance_types", tuple(t.per_unit(unit_s) for t in self.instance_types))
         names = [t.name for t in self.instance_types]
         check(len(set(names)) == len(names), f"steering.instance_types names must be distinct (got {', '.join(names)})")
         if self.deadline is not None:

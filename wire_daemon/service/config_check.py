@@ -70,11 +70,12 @@ def _log_place(settings: Settings) -> None:
 
 
 def run_warnings(settings: Settings) -> list[str]:
-    """What may fail later or cost money but need not: the schedd, a worker that leaves before its unit ends,
-    a deadline already past; on the emulated site, reclaims set where nothing buys spot."""
+    """What may fail later or cost money but need not: prices per second that look hourly, the schedd, a worker
+    that leaves before its unit ends, a deadline already past; on the emulated site, reclaims set where nothing
+    buys spot."""
     if settings.site.kind != "condor":
-        return _reclaims_without_spot(settings)
-    found = _idle_shutdown_problem(settings) + _passed_deadline(settings)
+        return _per_second_prices(settings) + _reclaims_without_spot(settings)
+    found = _per_second_prices(settings) + _idle_shutdown_problem(settings) + _passed_deadline(settings)
     if settings.condor.control != "htcondor":
         return found
     problem = _schedd_problem(settings)
@@ -84,6 +85,19 @@ def run_warnings(settings: Settings) -> list[str]:
             "(Condor may start later: the daemon waits for it)"
         )
     return found
+
+
+def _per_second_prices(settings: Settings) -> list[str]:
+    """Billed per second, a type's ``price`` is per second: an hourly figure there is 3600 times the bill."""
+    steering = settings.steering
+    if steering.billing_model != "second":
+        return []
+    return [
+        f"{settings.source}: steering.instance_types {t.name}: price {t.price:g} is per charging unit, here a "
+        f"second: {t.price * 3600:g} {steering.currency} an hour; give an hourly price as price_per_hour"
+        for t in steering.instance_types
+        if t.price_per_hour is None
+    ]
 
 
 def _reclaims_without_spot(settings: Settings) -> list[str]:
