@@ -74,6 +74,27 @@ def test_a_flag_given_overrides_the_file(tmp_path, capsys):
     assert list(out["policies"]) == ["full-site"]
 
 
+def test_a_billing_flag_keeps_the_money_an_hour_of_the_files_prices(tmp_path, capsys):
+    """The file prices per second; --billing unit bills whole hours of the same 0.17 an hour, and hourly
+    prices (price_per_hour) mean the same money whatever the billing."""
+    path = _write(tmp_path)
+    hourly = tmp_path / "hourly.yaml"
+    hourly.write_text(
+        path.read_text()
+        .replace(f"price: {0.17 / 3600}, spot_price: {0.06 / 3600}", "price_per_hour: 0.17, spot_price_per_hour: 0.06")
+        .replace(f"price: {0.34 / 3600}", "price_per_hour: 0.34")
+    )
+    assert "price_per_hour" in hourly.read_text()
+    for billing in ("unit", "second"):
+        flags = ["--billing", billing, "--policy", "full-site"]
+        per_unit = _replay_json(capsys, "--config", str(path), *flags)["policies"]["full-site"]
+        per_hour = _replay_json(capsys, "--config", str(hourly), *flags)["policies"]["full-site"]
+        assert per_unit["cost"] == pytest.approx(per_hour["cost"], rel=1e-6)
+        # Six c5.xlarge on spot at 0.06 an hour: whole hours, or the seconds of the run.
+        hours = per_unit["cost_units"] if billing == "unit" else per_unit["cost_units"] / 3600
+        assert per_unit["cost"] == pytest.approx(0.06 * hours, rel=0.02)
+
+
 def test_a_bad_config_is_one_line_naming_the_file(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("steering: {instance_types: [{name: c5.xlarge, cores: 0}]}\n")

@@ -312,6 +312,8 @@ def _replay_config(args: argparse.Namespace) -> ReplayConfig:
         raise ConfigError(f"--spot-price-ratio must be in (0, 1] (got {args.spot_price_ratio:g})")
     steering = replace(
         base.steering,
+        # Prices per unit of the file's billing kept as the same money an hour: a flag changes the billing.
+        instance_types=tuple(t.hourly(base.steering.billing.charging_unit_s) for t in base.steering.instance_types),
         # In the file's own unit unless the flag is given: minutes and back need not be exact.
         charging_unit_s=args.charging_unit * 60.0 if "charging_unit" in given else base.steering.charging_unit_s,
         interval_s=args.interval,

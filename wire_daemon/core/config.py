@@ -57,6 +57,16 @@ class InstanceType:
     price_per_hour: Annotated[float | None, Positive] = None
     spot_price_per_hour: Annotated[float | None, Positive] = None
 
+    def hourly(self, unit_s: float) -> InstanceType:
+        """With its prices per charging unit of ``unit_s`` seconds as hourly prices, where none is given: the
+        same money an hour under another billing."""
+        hours = unit_s / SECONDS_PER_HOUR
+        price = self.price / hours if self.price_per_hour is None else self.price_per_hour
+        spot = self.spot_price_per_hour
+        if spot is None and self.spot_price is not None:
+            spot = self.spot_price / hours
+        return replace(self, price_per_hour=price, spot_price_per_hour=spot)
+
     def per_unit(self, unit_s: float) -> InstanceType:
         """With its hourly prices, if given, as prices per charging unit of ``unit_s`` seconds."""
         if self.price_per_hour is None and self.spot_price_per_hour is None:
