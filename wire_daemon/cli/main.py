@@ -153,7 +153,12 @@ def _add_plan(sub: Any) -> None:
     pl.add_argument(
         "--max-instances", type=int, metavar="N", help="the largest pool size (default: steering.max_instances)"
     )
-    pl.add_argument("--price", type=float, metavar="P", help="the price of one instance for one charging unit")
+    pl.add_argument(
+        "--price",
+        type=float,
+        metavar="P",
+        help="the price of one instance for one charging unit (default: the config's, for the pool's own type)",
+    )
     pl.add_argument("--json", action="store_true", help="print one JSON object")
     pl.add_argument(
         "--wall-clock", action="store_true", help="a live submit dir: now is the current time, not the last event"

@@ -28,6 +28,7 @@ from wire_daemon.analyze.dispatch import DispatchLearner
 from wire_daemon.analyze.distribution import DistributionPredictor
 from wire_daemon.core.deadlines import parse_deadline
 from wire_daemon.core.errors import InputError
+from wire_daemon.core.pricing import SECONDS_PER_HOUR
 from wire_daemon.core.run_state import RUNNING, RunState
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.site import task_times, world_dispatch
@@ -70,11 +71,12 @@ class PlanReport:
     charging_unit_s: float  # the billing's unit: 1 s when billed per second
     launch_lag_s: float
     up_now: int | None  # instances running tasks now (a submit dir)
-    price: float | None  # per instance and charging unit
+    price: float | None  # per instance and charging unit: --price, else the config's for the pool's own type
     sizes: list[PoolSizeEstimate] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     deadline: DeadlineFit | None = None  # plan --deadline: the cheapest size that meets it
     minimum_charge_s: float | None = None  # billed per second: the first charge; None: whole units
+    currency: str = ""  # what the price is in (steering.currency)
 
 
 @dataclass
@@ -208,9 +210,17 @@ def _report(
         charging_unit_s=settings.steering.billing.charging_unit_s,
         launch_lag_s=settings.steering.interval_s,
         up_now=up,
-        price=price,
+        price=_unit_price(settings) if price is None else price,
+        currency=settings.steering.currency,
         minimum_charge_s=settings.steering.minimum_charge_s if settings.steering.billing_model == "second" else None,
     )
+
+
+def _unit_price(settings: Settings) -> float:
+    """One charging unit of the pool's own type on demand, in the config's money."""
+    steering = settings.steering
+    own = next(iter(steering.offers().values()))
+    return own.on_demand_per_hour * steering.billing.charging_unit_s / SECONDS_PER_HOUR
 
 
 def _estimate(
@@ -321,7 +331,12 @@ def _terms(report: PlanReport) -> list[str]:
             "an instance, "
         )
         + ("from each instance's launch (its boot included)" if report.up_now is None else "from now on")
-        + ("" if report.price is None else f"; {report.price:g} per instance and unit"),
+        + (
+            ""
+            if report.price is None
+            else f"; priced {report.price * SECONDS_PER_HOUR / report.charging_unit_s:.4g} {report.currency} "
+            "an instance-hour"
+        ),
     ]
 
 
