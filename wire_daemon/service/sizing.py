@@ -295,13 +295,13 @@ def render_text(report: PlanReport) -> str:
                 why = "the trace's task times are known"
             lines.append(f"(no P50/P90: {why}, so the task times have no spread)")
     if report.deadline is not None:
-        lines += ["", _deadline_line(report.deadline)]
+        lines += ["", _deadline_line(report.deadline, report)]
     if report.warnings:
         lines += ["", f"warnings ({len(report.warnings)}):", *(f"  {w}" for w in report.warnings)]
     return "\n".join(lines)
 
 
-def _deadline_line(fit: DeadlineFit) -> str:
+def _deadline_line(fit: DeadlineFit, report: PlanReport) -> str:
     head = f"deadline {fit.given} ({duration(fit.within_s)} from the start, {fit.quantile})"
     if fit.instances is None:
         return (
@@ -311,6 +311,7 @@ def _deadline_line(fit: DeadlineFit) -> str:
     return (
         f"{head}: the cheapest pool that meets it is {fit.instances} instance(s), "
         f"{duration(fit.makespan_s)}, {fit.cost_units} unit(s)"
+        + ("" if report.price is None else f" ({fit.cost_units * report.price:.2f} {report.currency})")
     )
 
 
