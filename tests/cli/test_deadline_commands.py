@@ -73,6 +73,9 @@ def test_plan_names_the_cheapest_pool_that_meets_the_deadline(capsys):
     assert fit["instances"] > cheapest["instances"] and fit["makespan_s"] <= second + 1
     assert main(["plan", "--deadline", "1s"]) == 0
     assert "no pool size meets it; the fastest ends" in capsys.readouterr().out
+    assert main(["plan", "--deadline", f"{slowest + 1:.0f}s"]) == 0  # its money, at the config's price of a unit
+    units = cheapest["cost_units"]
+    assert f"{units} unit(s) ({units * 1.0:.2f} on-demand hours)" in capsys.readouterr().out
 
 
 def test_the_daemon_applies_them_and_its_policy_plans_with_them(tmp_path, capsys):
