@@ -265,10 +265,9 @@ def _refuse_a_passed_moment(given: str) -> None:
     """A wall-clock deadline already past when given is a typo more often than a wish: the policy would spend
     as if the workflow were late from its first decision. (A duration is from the workflow's start: it may
     have passed, and that is the operator's to say.)"""
-    moment = parse_deadline(given).at
-    if moment is None or moment >= time.time():
+    past = parse_deadline(given).passed_s(time.time())
+    if past <= 0:
         return
-    past = time.time() - moment
     ago = duration(past) if past < 2 * 86400 else f"{past / 86400:.0f} days"
     raise ConfigError(
         f"deadline WHEN {given} has already passed ({ago} ago): give a later time, "

@@ -31,6 +31,11 @@ class Deadline:
         """The moment it falls at, for a workflow that started at ``start`` (epoch seconds, or the replay's clock)."""
         return self.at if self.at is not None else start + (self.after_s or 0.0)
 
+    def passed_s(self, now: float) -> float:
+        """How long ago a moment deadline passed at ``now`` (0: not yet, or a duration, which counts from a
+        workflow's start)."""
+        return max(now - self.at, 0.0) if self.at is not None else 0.0
+
     def shown(self) -> str:
         """Short, for a decision line: 08:00Z (a moment: its UTC time of day) or 8h after start."""
         if self.at is not None:

@@ -115,7 +115,7 @@ def _reclaims_without_spot(settings: Settings) -> list[str]:
 
 def _passed_deadline(settings: Settings) -> list[str]:
     given = settings.steering.operator_deadline()
-    if given is None or given.at is None or given.at >= time.time():
+    if given is None or given.passed_s(time.time()) <= 0:
         return []
     return [
         f"{settings.source}: steering.deadline {given.text} has already passed: every workflow is late from its "
