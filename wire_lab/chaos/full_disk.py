@@ -43,7 +43,8 @@ class FullDiskPlan:
     size_kib: int = 256
     live_at_least: int = 1  # fill the disk once the endpoint lists this many live instances
     wait_s: float = 40.0  # for that many, then fill it anyway
-    full_s: float = 12.0  # how long the disk stays full
+    full_s: float = 12.0  # how long the disk stays full at least
+    full_max_s: float = 60.0  # and longer, up to this, until the daemon has met it (said "no room")
     settle_s: float = 30.0  # after the filler is gone: for the state file to know every live instance
     seed: int = 14
 
@@ -77,6 +78,8 @@ def run_full_disk(work: Path, moto: Moto, shape: RunShape, plan: FullDiskPlan) -
         result.filled_bytes = disk.fill()
         decided = _decisions(rig)
         _until(rig, plan.full_s, lambda: False)
+        # A quiet spell writes nothing (no launch, no release): the disk stays full until a write meets it.
+        _until(rig, plan.full_max_s - plan.full_s, lambda: _lines(rig, NO_ROOM) > 0)
         result.decisions_while_full = _decisions(rig) - decided
         result.launched_while_full = [
             i for r in read_decisions(rig.settings.decisions_path)[decided:] for i in r.get("launched", [])
