@@ -34,6 +34,9 @@ def test_decisions_go_to_the_log_file_only_not_to_the_state_file(tmp_path):
     tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     db.close()
     assert "decisions" not in tables and "meta" in tables
+    decided = records[1:4]  # each gives the bill in the config's currency, and the part of it committed
+    assert all(r["currency"] == "on-demand hours" and 0 <= r["money_committed"] <= r["cost_money"] for r in decided)
+    assert decided[0]["money_committed"] > 0  # the first instance's unit is charged and mostly unused
 
 
 def _submit_host(tmp_path: Path) -> Path:
@@ -109,3 +112,9 @@ def test_an_estimate_reads_as_the_time_to_the_end_whichever_way_the_log_wrote_it
 def test_a_decision_line_gives_the_money_beside_the_units():
     line = decision_line({"time": 0.0, "pool": 2, "target": 2, "cost_units": 3, "cost_money": 0.855})
     assert line.endswith(("; cost 3 unit(s), 0.85", "; cost 3 unit(s), 0.86"))
+
+
+def test_a_decision_line_names_the_currency_and_what_is_committed():
+    record = {"time": 0.0, "pool": 2, "target": 2, "cost_units": 3, "cost_money": 1.25, "money_committed": 0.4}
+    line = decision_line(record | {"currency": "USD"})
+    assert line.endswith("; cost 3 unit(s), 1.25 USD (0.40 committed)")

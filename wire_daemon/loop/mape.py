@@ -60,6 +60,8 @@ class DecisionRecord:
     decision_s: float = 0.0
     cost_units: int | None = None  # set by the service, which knows the bill
     cost_money: float | None = None  # likewise: the money spent and committed so far
+    money_committed: float | None = None  # of it, charged but not yet used (the rest of paid units, minimums)
+    currency: str = ""  # steering.currency, set with the money
     notices: list[Notice] = field(default_factory=list)  # what the cloud, the guard and the monitor said
     # Policies that estimate the whole run (target-slowdown): the estimated
     # makespan and the units still to pay at the chosen size and one instance
@@ -79,10 +81,13 @@ class DecisionRecord:
         del record["notices"]
         if self.cost_units is None:
             del record["cost_units"]
-        if self.cost_money is None:
-            del record["cost_money"]
-        else:
-            record["cost_money"] = round(self.cost_money, 4)
+        for money in ("cost_money", "money_committed"):
+            if record[money] is None:
+                del record[money]
+            else:
+                record[money] = round(record[money], 4)
+        if not self.currency:
+            del record["currency"]
         if not self.estimates:  # a policy without estimates logs the lines it always did
             del record["estimates"]
         if self.full_pool_makespan_s is None:

@@ -553,7 +553,9 @@ class Daemon:
         self.iterations += 1
         self.runtime.flush_notes()
         record.cost_units = self.runtime.cost_units(now)
-        record.cost_money = self.runtime.bill(now).total
+        bill = self.runtime.bill(now)
+        record.cost_money, record.money_committed = bill.total, bill.committed
+        record.currency = self.settings.steering.currency
         record.notices = self.notices.take()
         record.dry_run = self.settings.safety.dry_run
         prediction = self.loop.last_plan.prediction if self.loop.last_plan else None

@@ -235,7 +235,12 @@ def _change(r: dict[str, Any], acted: bool) -> str:
 def _money(r: dict[str, Any]) -> str:
     if "cost_units" not in r:
         return ""
-    money = f", {r['cost_money']:.2f}" if isinstance(r.get("cost_money"), (int, float)) else ""
+    money = ""
+    if isinstance(r.get("cost_money"), (int, float)):
+        currency = f" {r['currency']}" if r.get("currency") else ""
+        committed = r.get("money_committed")
+        of_it = f" ({committed:.2f} committed)" if isinstance(committed, (int, float)) else ""
+        money = f", {r['cost_money']:.2f}{currency}{of_it}"
     return f"; cost {r['cost_units']} unit(s){money}"
 
 
