@@ -65,3 +65,17 @@ def _short_of_spot(launch):
         return launch(count, request_id, instance_type=instance_type, market=market)
 
     return refusing
+
+
+def test_spot_instances_gone_while_the_pool_was_unwatched_neither_count_nor_back_off():
+    cloud = MemoryCloud(lambda: 0.0)
+    fallback = SpotFallback(cloud, lambda: 100.0, Journal(), FallbackRule())
+    fallback.launch(3, market=Market.SPOT)
+    fallback.list_instances()
+    fallback.excuse_vanished("HTCondor was away")
+    cloud.reclaim(2)  # or powered off by their dead-man switch: nobody watched
+    fallback.list_instances()
+    assert fallback.interruptions == 0 and not fallback.backed_off("")
+    cloud.reclaim(1)  # watched again
+    fallback.list_instances()
+    assert fallback.interruptions == 1

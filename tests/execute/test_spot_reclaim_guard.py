@@ -79,3 +79,24 @@ def test_a_spot_instance_gone_while_the_daemon_was_down_is_forgotten_not_counted
     again.list_instances()
     assert not any(isinstance(e, InstanceReclaimed) for e in events.seen)
     assert len(again.launch(1, instance_type="c5.large", market=Market.SPOT)) == 1  # no back-off
+
+
+def test_a_spot_worker_gone_while_htcondor_was_away_is_no_reclaim_and_the_excuse_holds_once(tmp_path):
+    """HTCondor away past the workers' dead-man switch: they power themselves off, which the cloud shows as it
+    shows a reclaim. The first listing after the excuse counts none; a later one counts again."""
+    clock = {"t": 0.0}
+    guard, cloud, events = _guard(tmp_path, clock)
+    first, second = guard.launch(2, instance_type="c5.large", market=Market.SPOT)
+    for spot in (first, second):
+        guard.lifecycle.move(spot.instance_id, LifecycleState.JOINED)
+    guard.excuse_vanished("HTCondor was away")
+    clock["t"] = 5000.0
+    del cloud.live[first.instance_id]
+    guard.list_instances()
+    assert not any(isinstance(e, InstanceReclaimed) for e in events.seen)
+    assert guard.lifecycle.state_of(first.instance_id) is LifecycleState.VANISHED  # forgotten, not kept
+    assert len(guard.launch(1, instance_type="c5.large", market=Market.SPOT)) == 1  # no pause either
+    clock["t"] = 5100.0
+    del cloud.live[second.instance_id]  # watched again: the market's reclaim is told
+    guard.list_instances()
+    assert [e.instance_id for e in events.seen if isinstance(e, InstanceReclaimed)] == [second.instance_id]

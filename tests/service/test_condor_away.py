@@ -14,9 +14,11 @@ import pytest
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.errors import CondorUnreachable
-from wire_daemon.core.instances import Instance
+from wire_daemon.core.instances import Instance, LifecycleState
+from wire_daemon.core.pricing import Market
 from wire_daemon.execute.condor_control import HTCondorControl
 from wire_daemon.execute.guarded_cloud import SafetyConfig
+from wire_daemon.execute.market_fallback import SpotFallback
 from wire_daemon.runtime import runtimes
 from wire_daemon.runtime.builders import build_condor_control
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, LogSettings, Settings, SiteSettings
@@ -86,8 +88,10 @@ class Cloud:
 
     slots_per_instance = 4
 
-    def __init__(self) -> None:
-        self.live = {f"i-{k}": Instance(f"i-{k}", EPOCH - 3600, 4, "running", f"10.0.0.{k}") for k in (1, 2)}
+    def __init__(self, market: Market = Market.ON_DEMAND) -> None:
+        self.live = {
+            f"i-{k}": Instance(f"i-{k}", EPOCH - 3600, 4, "running", f"10.0.0.{k}", market=market) for k in (1, 2)
+        }
         self.launched = 0
         self.terminated: list[str] = []
 
@@ -119,12 +123,14 @@ class Clock:
         self.t += max(seconds, 0.0)
 
 
-def _daemon(tmp_path: Path, monkeypatch, condor: Condor, cloud: Cloud, clock: Clock, keep: int = 0) -> Daemon:
+def _daemon(
+    tmp_path: Path, monkeypatch, condor: Condor, cloud: Cloud, clock: Clock, keep: int = 0, market: str = "on-demand"
+) -> Daemon:
     settings = Settings(
         site=SiteSettings(kind="condor", submit_root=str(tmp_path / "submit")),
         cloud=CloudSettings(kind="ec2"),
         condor=CondorSettings(control="htcondor", settle_s=0.0),
-        steering=SteeringConfig(min_instances=keep, interval_s=INTERVAL),
+        steering=SteeringConfig(min_instances=keep, interval_s=INTERVAL, market=market),
         safety=SafetyConfig(),
         state_path=str(tmp_path / "state.sqlite"),
         log=LogSettings(decisions_path=str(tmp_path / "decisions.jsonl")),
@@ -200,6 +206,32 @@ def test_a_schedd_restart_mid_run_holds_the_pool_then_finds_the_schedd_again(tmp
     assert "HTCONDOR" not in render_status(read_status(daemon.settings.state_path))
     assert cloud.terminated == ["i-1"]  # the release held back went ahead once Condor answered
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_a_spot_worker_gone_while_condor_was_away_is_not_counted_as_a_reclaim(tmp_path, monkeypatch, caplog):
+    """Away longer than the workers' dead-man switch, HTCondor comes back to a spot worker powered off: the
+    cloud shows it as it shows a reclaim, but nobody saw a notice. It is forgotten, not counted, and spot
+    launches are not backed off."""
+    condor, cloud, clock = Condor(up=True), Cloud(Market.SPOT), Clock()
+    daemon = _daemon(tmp_path, monkeypatch, condor, cloud, clock, keep=2, market="auto")
+    daemon._iterate(clock())
+    assert daemon.runtime.lifecycle.state_of("i-1") is LifecycleState.JOINED
+    condor.up = False
+    clock.sleep(INTERVAL)
+    daemon._iterate(clock())
+    assert daemon.condor_away is not None
+    clock.sleep(4000.0)
+    del cloud.live["i-1"]  # its dead-man switch powered it off
+    condor.up = True
+    with caplog.at_level(logging.INFO):
+        daemon._iterate(clock())
+    assert daemon.condor_away is None
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("i-1 gone while HTCondor was away" in line and "not counted as a reclaim" in line for line in lines)
+    assert not any("reclaimed" in line for line in lines), lines
+    assert daemon.runtime.lifecycle.state_of("i-1") is LifecycleState.VANISHED
+    fallback = daemon.loop.cloud
+    assert isinstance(fallback, SpotFallback) and fallback.interruptions == 0 and not fallback.backed_off("")
 
 
 def test_a_pool_that_cannot_be_asked_never_makes_a_worker_unjoined_or_unclaimed(caplog):

@@ -170,10 +170,21 @@ class GuardedCloud:
         self._market_of: dict[str, Market] = {}
         self._zone_of: dict[str, str] = {}  # instance -> its zone, as launched or listed
         self._contested = ""  # why launches are held: another daemon's fresh lease on this pool ("" if none)
+        self._unwatched = ""  # why the pool went unwatched: vanished spot workers are then no reclaims ("" if not)
 
     @property
     def slots_per_instance(self) -> int:
         return self.driver.slots_per_instance
+
+    def excuse_vanished(self, why: str) -> None:
+        """The pool goes unwatched (``why``): a spot worker found gone at the next listing is no reclaim.
+
+        While HTCondor is away a worker's dead-man switch may power it off, and
+        that looks to the cloud as a reclaim does: counting it would back spot
+        launches off and raise the reclaim rate the placement learns. Nobody
+        saw the notice either way, as after a restart of the daemon.
+        """
+        self._unwatched = why
 
     # -- the Cloud interface --------------------------------------------------------
 
@@ -463,6 +474,7 @@ class GuardedCloud:
     def _notice_deaths(self, live: list[Instance]) -> None:
         now = self.clock()
         present = {i.instance_id for i in live}
+        unwatched, self._unwatched = self._unwatched, ""
         failures = []
         for record in self.store.instances():
             if record.instance_id in present:
@@ -472,7 +484,10 @@ class GuardedCloud:
                 continue
             self._ended(record, "vanished")
             if self._market_of.get(record.instance_id) is Market.SPOT and record.state in _WORKED:
-                self._reclaimed(record.instance_id, now)
+                if unwatched:
+                    log.info("spot instance %s gone while %s: not counted as a reclaim", record.instance_id, unwatched)
+                else:
+                    self._reclaimed(record.instance_id, now)
                 continue  # the market took back a worker that worked: an interruption, not a failure
             # One gone before it ever joined may be a broken image powering itself off: a failure, as on-demand.
             if now - record.launch_time < self.config.died_young_s:

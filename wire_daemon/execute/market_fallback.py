@@ -78,6 +78,7 @@ class SpotFallback:
         self._spot: dict[str, str] = {}  # live spot instance -> its type
         self._ours_ended: set[str] = set()
         self._events: dict[str, list[float]] = {}  # type -> times of the reclaim events the back-off counts
+        self._unwatched = False
 
     @property
     def slots_per_instance(self) -> int:
@@ -95,6 +96,13 @@ class SpotFallback:
 
     def find_request(self, request_id: str) -> Sequence[Instance]:
         return self.cloud.find_request(request_id)
+
+    def excuse_vanished(self, why: str) -> None:
+        """The pool goes unwatched: spot instances gone at the next listing are no reclaims (``GuardedCloud``)."""
+        self._unwatched = True
+        excuse = getattr(self.cloud, "excuse_vanished", None)
+        if callable(excuse):
+            excuse(why)
 
     def launch(
         self, count: int, request_id: str | None = None, *, instance_type: str = "", market: Market = Market.ON_DEMAND
@@ -128,9 +136,10 @@ class SpotFallback:
     def _notice_reclaims(self, live: set[str]) -> None:
         now = self.clock()
         events: dict[str, int] = {}  # type -> reclaim events seen in this listing
+        unwatched, self._unwatched = self._unwatched, False
         for instance_id in [i for i in self._spot if i not in live]:
             kind = self._spot.pop(instance_id)
-            if instance_id in self._ours_ended:
+            if instance_id in self._ours_ended or unwatched:
                 continue
             times = [t for t in self.ledger.interruptions.get(kind, []) if t > now - self.rule.window_s]
             times.append(now)

@@ -87,6 +87,9 @@ class Runtime(Protocol):
 
     def instances(self) -> Sequence[Instance]: ...
 
+    def excuse_vanished(self, why: str) -> None:
+        """The pool goes unwatched (``why``): spot workers found gone at the next listing are no reclaims."""
+
     def cost_units(self, now: float) -> int: ...
 
     def bill(self, now: float) -> Bill:
@@ -171,6 +174,9 @@ class EmulatedRuntime:
 
     def instances(self) -> Sequence[Instance]:
         return self.site.list_instances()
+
+    def excuse_vanished(self, why: str) -> None:
+        pass  # the emulated site is always watched: it knows its own reclaims
 
     def cost_units(self, now: float) -> int:
         return self.site.cost_units(now)
@@ -410,6 +416,13 @@ class SubmitHostRuntime:
 
     def instances(self) -> Sequence[Instance]:
         return self.cloud.list_instances()
+
+    def excuse_vanished(self, why: str) -> None:
+        """Both places that count reclaims hear it: the guard, and the loop's spot fallback around it."""
+        self.cloud.excuse_vanished(why)
+        excuse = getattr(self.loop.cloud, "excuse_vanished", None)
+        if callable(excuse):
+            excuse(why)
 
     def cost_units(self, now: float) -> int:
         return self.cloud.cost_units(now)

@@ -508,6 +508,8 @@ class Daemon:
             away.reason = reason
             away.retry_in_s = min(away.retry_in_s * 2, max(self.settings.steering.interval_s, CONDOR_RETRY_FIRST_S))
             log.debug("HTCondor still unreachable (%s); asking again in %.0f s", reason, away.retry_in_s)
+        # Re-armed at every failed probe, so the first listing after HTCondor answers is the one excused.
+        self.runtime.excuse_vanished("HTCondor was away (its worker's dead-man switch may have powered it off)")
         self._hold_pool()
 
     def _condor_is_back(self) -> None:
