@@ -73,6 +73,12 @@ def test_plan_billed_per_second_says_so_and_counts_seconds(capsys, tmp_path):
         assert s["cost_units"] == s["instances"] * billing.units(-STEERING.interval_s, s["makespan_s"])
     assert main(["plan", "--config", str(config)]) == 0
     assert "  cost: billed per second (units are seconds), at least 60 s an instance" in capsys.readouterr().out
+    priced = tmp_path / "priced.yaml"
+    priced.write_text(
+        config.read_text().replace("max_instances: 3", "max_instances: 3, price_per_hour: 0.17, currency: USD")
+    )
+    assert main(["plan", "--config", str(priced)]) == 0
+    assert "; priced 0.17 USD an instance-hour" in capsys.readouterr().out
 
 
 def test_a_trace_is_planned_with_what_the_emulated_worlds_negotiation_cycle_costs():
@@ -135,7 +141,7 @@ def test_plan_text_during_a_run_names_its_inputs(capsys, live):
     assert "(last-event)" in text and "2 instance(s) running tasks now" in text
     header = next(line for line in text.splitlines() if line.startswith("instances"))
     assert header.split() == ["instances", "makespan", "units", "cost", "P50", "P90", "P50", "units", "P90", "units"]
-    assert "; priced 1 on-demand hours an instance-hour" in text  # money by default: the config's price
+    assert "; money in on-demand instance-hours" in text  # money by default: the config's price, 1 an hour
 
 
 def test_plan_on_a_finished_submit_dir_says_so(capsys, tmp_path):

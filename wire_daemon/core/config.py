@@ -81,6 +81,8 @@ class InstanceType:
 DEADLINE_QUANTILES = ("p50", "p90")
 # Which market launches buy (steering.market): see plan/placement.py.
 MARKET_MODES = ("on-demand", "spot", "auto")
+# Money when no price is set: one on-demand instance-hour costs 1 of this.
+DEFAULT_CURRENCY = "on-demand hours"
 
 
 @section("steering")
@@ -146,7 +148,7 @@ class SteeringConfig:
     # own: price_per_hour, or price per charging unit), and the currency status, decisions and metrics
     # name. By default one on-demand instance-hour costs 1: money is then counted in on-demand instance-hours.
     price_per_hour: Annotated[float, Positive] = 1.0
-    currency: Annotated[str, Field(min_length=1)] = "on-demand hours"
+    currency: Annotated[str, Field(min_length=1)] = DEFAULT_CURRENCY
 
     @property
     def planning_unit_s(self) -> float:

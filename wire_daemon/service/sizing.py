@@ -26,6 +26,7 @@ import numpy as np
 
 from wire_daemon.analyze.dispatch import DispatchLearner
 from wire_daemon.analyze.distribution import DistributionPredictor
+from wire_daemon.core.config import DEFAULT_CURRENCY
 from wire_daemon.core.deadlines import parse_deadline
 from wire_daemon.core.errors import InputError
 from wire_daemon.core.pricing import SECONDS_PER_HOUR
@@ -332,13 +333,17 @@ def _terms(report: PlanReport) -> list[str]:
             "an instance, "
         )
         + ("from each instance's launch (its boot included)" if report.up_now is None else "from now on")
-        + (
-            ""
-            if report.price is None
-            else f"; priced {report.price * SECONDS_PER_HOUR / report.charging_unit_s:.4g} {report.currency} "
-            "an instance-hour"
-        ),
+        + _price_words(report),
     ]
+
+
+def _price_words(report: PlanReport) -> str:
+    if report.price is None:
+        return ""
+    per_hour = report.price * SECONDS_PER_HOUR / report.charging_unit_s
+    if report.currency == DEFAULT_CURRENCY and math.isclose(per_hour, 1.0):
+        return "; money in on-demand instance-hours"  # not "priced 1 on-demand hours an instance-hour"
+    return f"; priced {per_hour:.4g} {report.currency} an instance-hour"
 
 
 def _moment(report: PlanReport) -> str:
