@@ -149,3 +149,28 @@ def test_a_stage_running_with_none_finished_is_not_predicted_0_s():
 def test_a_dry_run_s_shutdown_says_what_it_would_have_terminated():
     record = {"event": "shutdown", "reason": "the workflow finished", "terminated": ["dry-run-0001"], "dry_run": True}
     assert "would have terminated dry-run-0001" in decision_words(record)
+
+
+def test_the_instance_ids_give_way_before_the_reason_is_cut():
+    """As the operator session showed it: the money's currency and committed share left the reason cut to
+    'grow: 2 for the tasks st…' while two instance ids stayed."""
+    record = {
+        "pool": 4,
+        "target": 6,
+        "launched": ["dry-run-0005", "dry-run-0006"],
+        "dry_run": True,
+        "rule": "grow: 2 for the tasks still queued when they boot; target end in 188 s",
+        "cost_units": 6,
+        "cost_money": 0.2,
+        "money_committed": 0.19,
+        "currency": "on-demand hours",
+    }
+    words = decision_words(record)
+    assert len(words) <= DECISION_WORDS_MAX
+    assert words == (
+        "pool 4 -> 6, would launch 2: grow: 2 for the tasks still queued when they boot; "
+        "cost 6 unit(s), 0.20 on-demand hours (0.19 committed)"
+    )
+    assert "dry-run-0006" in decision_words(record, verbose=True)
+    nothing_charged = decision_words(record | {"cost_units": 0, "cost_money": 0.0, "money_committed": 0.0})
+    assert nothing_charged.endswith("; cost 0 unit(s), 0.00 on-demand hours")

@@ -239,7 +239,8 @@ def _money(r: dict[str, Any]) -> str:
     if isinstance(r.get("cost_money"), (int, float)):
         currency = f" {r['currency']}" if r.get("currency") else ""
         committed = r.get("money_committed")
-        of_it = f" ({committed:.2f} committed)" if isinstance(committed, (int, float)) else ""
+        charged = isinstance(committed, (int, float)) and round(committed, 2) > 0
+        of_it = f" ({committed:.2f} committed)" if charged else ""
         money = f", {r['cost_money']:.2f}{currency}{of_it}"
     return f"; cost {r['cost_units']} unit(s){money}"
 
@@ -260,7 +261,7 @@ def one_line(r: dict[str, Any], limit: int = DECISION_WORDS_MAX) -> str:
     reason = main_reason(str(r.get("rule") or ""))
     wanted = min(len(reason), REASON_MIN)
     change = _change_words(r, ids=True)
-    if moved and limit - len(change) - len(moved) - len(money) - 2 < wanted:
+    if limit - len(change) - len(moved) - len(money) - 2 < wanted:
         change = _change_words(r, ids=False)
     room = limit - len(change) - len(moved) - len(money) - 2
     if moved and room < wanted:
