@@ -230,6 +230,25 @@ def test_unmeasured_stages_borrow_a_prior_instead_of_zero():
     assert out.remaining_mean_s is not None and out.remaining_mean_s[b] == pytest.approx(24.5)
 
 
+def test_a_deadline_s_90th_percentile_keeps_a_prior_s_tail_the_levels_do_not():
+    wf = _stage_workflow()
+    state = RunState(wf)
+    predictor = DistributionPredictor(wf, PredictionConfig())
+    times = [2, 2, 2, 2, 2, 3, 3, 3, 4, 40]  # the workflow's measured tasks: mostly short, one long
+    for i, t in enumerate(times):
+        _run(state, f"a{i}", 0.0, float(t))
+    predictor.update(state, 50.0)
+    out = predictor.predict(state, 50.0)
+    b, a = wf.index_of("b0"), wf.index_of("a0")
+    assert out.policy[b] == POLICY_PRIOR_WORKFLOW
+    assert out.remaining_p90_s is not None and out.remaining_p90_wide_s is not None
+    assert out.remaining_p90_s[b] == pytest.approx(2.5)  # the prior's median: a level's longest task
+    assert out.remaining_p90_wide_s[b] == pytest.approx(np.quantile(times, 0.9))  # what a promise allows for
+    assert np.isnan(out.remaining_p90_wide_s[a])  # done
+    measured = out.remaining_p90_s[~np.isnan(out.remaining_p90_s)]
+    assert np.all(out.remaining_p90_wide_s[~np.isnan(out.remaining_p90_s)] >= measured)
+
+
 def test_measured_stages_give_a_point_a_mean_and_a_90th_percentile():
     wf = _stage_workflow()
     state = RunState(wf)
@@ -548,6 +567,19 @@ def test_guesses_that_have_held_the_pool_two_launch_lags_no_longer_keep_it_waiti
     # Its end guessed about a launch lag away, the model alone keeps part of the pool for the 40 tasks
     # behind it (4 instances, just past two lags); past two lags, a slot per queued or running task.
     assert (decision.target == 1) is long_guess
+
+
+def test_an_operator_s_deadline_is_not_given_up_for_a_cap_on_guesses():
+    """Past two lags of guessing the cap keeps a slot per queued or running task (the test above). With a
+    deadline the estimate, guesses and all, is what the operator holds the policy to: the cap kept one
+    instance and said the deadline would be missed; without it the pool keeps what meets it."""
+    now, lag = 10_000.0, SteeringConfig().interval_s
+    state, policy, pool = _serial_task_before_a_wide_level(started=now - 2.05 * lag)
+    start = -2000.0  # the workflow's first event
+    policy.reconfigure(replace(policy.config, deadline=f"{now + 700.0 - start:.0f}s"))
+    policy.plan(now - 2.05 * lag, state, pool, np.array([], dtype=np.int64))
+    decision = policy.plan(now, state, pool, np.array([], dtype=np.int64)).decision
+    assert decision.target == 2 and "met with" in decision.rule
 
 
 def test_the_wait_on_guesses_restarts_when_no_guess_is_running():

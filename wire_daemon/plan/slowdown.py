@@ -137,7 +137,7 @@ def quantile_levels(model: LevelModel, state: RunState, prediction: Prediction, 
     The one place the deadline's P90 estimate comes from (the level-based model here): an estimator that
     gives a makespan distribution replaces this function.
     """
-    p90 = prediction.remaining_p90_s
+    p90 = prediction.remaining_p90_wide_s if prediction.remaining_p90_wide_s is not None else prediction.remaining_p90_s
     if p90 is None:
         return model.remaining(state, prediction, dispatch)
     return model.remaining(state, replace(prediction, remaining_mean_s=p90, remaining_s=p90), dispatch)
@@ -210,9 +210,10 @@ class SlowdownPolicy:
         levels = model.remaining(state, prediction, dispatch)
         origin = state.first_event_time if state.first_event_time is not None else 0.0
         full = model.full_pool(state, prediction, dispatch, config.max_instances * config.slots_per_instance, now)
-        cap = self._speculation_cap(state, prediction, levels)
-        keep_at_most = cap if self._guessed_for(now, cap) >= GUESS_KEPT_LAGS * config.interval_s else None
         aim = self._aim(state, instances, now)
+        # An operator's deadline is what the estimate is held to, guesses and all: no cap on them then.
+        cap = None if aim.deadline is not None else self._speculation_cap(state, prediction, levels)
+        keep_at_most = cap if self._guessed_for(now, cap) >= GUESS_KEPT_LAGS * config.interval_s else None
         late_levels = None
         if aim.deadline is not None and config.deadline_quantile == "p90":
             late_levels = quantile_levels(model, state, prediction, dispatch)

@@ -40,13 +40,18 @@ class Prediction:
     # task needs); None from point predictors.
     remaining_mean_s: np.ndarray | None = None
     remaining_p90_s: np.ndarray | None = None
+    # The 90th percentile an operator's deadline is held to: the same, except that a task not started of a
+    # stage predicted from another stage's measurements (a prior) keeps that prior's tail. A level's longest
+    # task is not expected from another stage's spread; a promise to an operator must allow for it.
+    remaining_p90_wide_s: np.ndarray | None = None
 
     @classmethod
     def not_started(cls, n_tasks: int, distribution: bool = False) -> Prediction:
         """Policy 1 for every task (no task of its stage has started: 0 s), to be filled stage by stage."""
-        spread = np.zeros(n_tasks) if distribution else None
         zeros, policy = np.zeros(n_tasks), np.full(n_tasks, POLICY_NOT_STARTED, dtype=np.int8)
-        return cls(zeros, zeros.copy(), zeros.copy(), policy, spread, None if spread is None else spread.copy())
+        if not distribution:
+            return cls(zeros, zeros.copy(), zeros.copy(), policy)
+        return cls(zeros, zeros.copy(), zeros.copy(), policy, zeros.copy(), zeros.copy(), zeros.copy())
 
 
 class Predictor(Protocol):
