@@ -374,15 +374,7 @@ class DistributionPredictor:
             elapsed = np.maximum(now - state.start_time[idx[running]], 0.0)
             r50, rmean, r90 = spread.conditional(shift[running], elapsed)
             rem_p50[running], rem_mean[running], rem_p90[running] = r50, rmean, np.maximum(r90, r50)
-        out.exec_s[idx] = execs
-        out.occupancy_s[idx] = occupancy
-        out.remaining_s[idx] = rem_p50
-        assert out.remaining_mean_s is not None and out.remaining_p90_s is not None
-        out.remaining_mean_s[idx] = rem_mean
-        out.remaining_p90_s[idx] = rem_p90
-        assert out.remaining_p90_wide_s is not None
-        out.remaining_p90_wide_s[idx] = rem_p90
-        out.policy[idx] = policy
+        DistributionPredictor._set(out, idx, rem_p50, rem_mean, rem_p90, occupancy, execs, policy)
 
     @staticmethod
     def _set(
@@ -393,7 +385,7 @@ class DistributionPredictor:
         rem_p90: np.ndarray,
         occ: np.ndarray,
         execs: np.ndarray,
-        policy: int,
+        policy: int | np.ndarray,
     ) -> None:
         out.remaining_s[idx] = rem
         out.occupancy_s[idx] = occ
