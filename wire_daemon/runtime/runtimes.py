@@ -418,11 +418,8 @@ class SubmitHostRuntime:
         return self.cloud.list_instances()
 
     def excuse_vanished(self, why: str) -> None:
-        """Both places that count reclaims hear it: the guard, and the loop's spot fallback around it."""
-        self.cloud.excuse_vanished(why)
-        excuse = getattr(self.loop.cloud, "excuse_vanished", None)
-        if callable(excuse):
-            excuse(why)
+        """The loop's cloud: the guard, or the spot fallback around it, which passes the excuse on to the guard."""
+        getattr(self.loop.cloud, "excuse_vanished", self.cloud.excuse_vanished)(why)
 
     def cost_units(self, now: float) -> int:
         return self.cloud.cost_units(now)

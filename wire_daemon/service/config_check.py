@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 from wire_daemon.core.errors import ConfigError
+from wire_daemon.core.pricing import SECONDS_PER_HOUR
 from wire_daemon.execute.providers import provider
 from wire_daemon.runtime.builders import idle_shutdown_for
 from wire_daemon.runtime.policies import buys_spot, policy_entry
@@ -94,7 +95,7 @@ def _per_second_prices(settings: Settings) -> list[str]:
         return []
     return [
         f"{settings.source}: steering.instance_types {t.name}: price {t.price:g} is per charging unit, here a "
-        f"second: {t.price * 3600:g} {steering.currency} an hour; give an hourly price as price_per_hour"
+        f"second: {t.price * SECONDS_PER_HOUR:g} {steering.currency} an hour; give an hourly price as price_per_hour"
         for t in steering.instance_types
         if t.price_per_hour is None
     ]
