@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from wire_daemon.core.config import EmulationConfig, SteeringConfig
+from wire_daemon.core.errors import CondorUnreachable
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal, NoticeBox
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
@@ -12,6 +15,7 @@ from wire_daemon.execute.guarded_cloud import SafetyConfig
 from wire_daemon.monitor.observations import FinishedMarkersOnly, SubmitHostObservations
 from wire_daemon.monitor.submit_monitor import SubmitRootMonitor
 from wire_daemon.persist.store import StateStore
+from wire_daemon.runtime import runtimes
 from wire_daemon.runtime.runtimes import SubmitHostRuntime
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings
 from wire_lab.live_writer import WriterOptions, build_live
@@ -135,3 +139,74 @@ def test_only_the_finished_list_is_persisted(tmp_path):
     assert store.load_position("submit-dir:abc:events") is None
     assert positions.load_position("submit-dir:abc:events") == {"offset": 10}
     store.close()
+
+
+def _runtime(tmp_path: Path, clock: dict[str, float], sleep, **steering) -> SubmitHostRuntime:
+    settings = Settings(
+        site=SiteSettings(kind="condor", submit_root=str(tmp_path / "submit")),
+        cloud=CloudSettings(kind="ec2"),
+        condor=CondorSettings(control="off", settle_s=0.0),
+        steering=SteeringConfig(**steering),
+        safety=SafetyConfig(),
+    )
+    store = StateStore(tmp_path / "state.sqlite")
+    return SubmitHostRuntime(settings, store, Journal(), sleep, driver=FakeDriver(), clock=lambda: clock["t"])
+
+
+def test_a_sleep_is_cut_short_once_when_dagman_finishes_a_followed_workflow(tmp_path, monkeypatch):
+    """Billed per second, a pool idle until the next decision costs money: the runtime glances at DAGMan's
+    status files while it sleeps, and wakes once per workflow that finished."""
+    live = _live(tmp_path / "submit", "run1", bundled_trace_path(), "montage")
+    live.advance_to(20.0)
+    clock = {"t": EPOCH + 20.0}
+    slept: list[float] = []
+    end_after: list[int] = []  # DAGMan writes its exit while the daemon sleeps, at this glance
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock["t"] += seconds
+        if len(slept) in end_after:
+            live.run()
+
+    runtime = _runtime(tmp_path, clock, sleep)
+    runtime.refresh()
+    assert runtime.sleep_until(EPOCH + 20.0 + 60.0) is False  # nothing ended: asleep to the end, in glances
+    assert slept == [runtimes.END_GLANCE_S] * 6
+    assert clock["t"] == EPOCH + 80.0
+    slept.clear()
+    end_after.append(3)
+    assert runtime.sleep_until(EPOCH + 260.0) is True  # woken at the first glance after the exit line
+    assert clock["t"] == EPOCH + 80.0 + 3 * runtimes.END_GLANCE_S
+    woken = clock["t"]
+    assert runtime.sleep_until(EPOCH + 260.0) is True and clock["t"] == woken, "due until an iteration reads"
+    away = CondorUnreachable("the collector does not answer")
+    with monkeypatch.context() as patch:
+        patch.setattr(runtime.condor, "probe", lambda: (_ for _ in ()).throw(away))
+        with pytest.raises(CondorUnreachable):
+            runtime.refresh()  # the iteration it woke for could not read the workflow
+    assert runtime.sleep_until(EPOCH + 260.0) is False, "woken twice for one workflow"
+    assert clock["t"] == EPOCH + 260.0
+    runtime.refresh()  # the poll reads its last events and forgets it
+    assert runtime.loop.state.workflow.n_tasks == 0
+    sra = _live(tmp_path / "submit", "run2", DATA / "srasearch-chameleon-30a-001.json", "sra")
+    sra.advance_to(20.0)
+    runtime.refresh()
+    assert runtime.loop.state.workflow.n_tasks == sra.site.wf.n_tasks
+    sra.run()
+    assert runtime.sleep_until(EPOCH + 440.0) is True, "the next workflow's end wakes it too"
+    assert clock["t"] == EPOCH + 260.0 + runtimes.END_GLANCE_S
+
+
+def test_a_sleep_cut_short_by_the_operator_is_not_a_workflow_end(tmp_path):
+    live = _live(tmp_path / "submit", "run1", bundled_trace_path(), "montage")
+    live.advance_to(20.0)
+    clock = {"t": EPOCH + 20.0}
+
+    def sleep(seconds: float) -> bool:
+        clock["t"] += 1.0
+        live.run()
+        return True  # a command came in
+
+    runtime = _runtime(tmp_path, clock, sleep)
+    runtime.refresh()
+    assert runtime.sleep_until(EPOCH + 200.0) is False and clock["t"] == EPOCH + 21.0

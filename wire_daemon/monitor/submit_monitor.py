@@ -619,6 +619,18 @@ class SubmitRootMonitor:
         self._save_markers()
         return updates
 
+    def finished_now(self) -> set[str]:
+        """The followed workflows DAGMan says finished, from the tails of their status files only: cheap enough
+        to ask every few seconds between polls (the next ``poll`` reads their last events and forgets them)."""
+        ended = set()
+        for key, monitor in list(self.workflows.items()):
+            try:
+                if monitor.dag_status().finished:
+                    ended.add(key)
+            except Exception:  # the next poll says what is wrong with this directory; a glance only looks
+                continue
+        return ended
+
     def _save_markers(self) -> None:
         """Write the finished list when it changed: thousands of markers are not rewritten every poll."""
         if self.store is not None and self._markers_changed:

@@ -67,4 +67,5 @@ class CondorControl(Protocol):
 class Clock(Protocol):
     def now(self) -> float: ...
 
-    def sleep_until(self, when: float) -> None: ...
+    def sleep_until(self, when: float) -> object:
+        """Sleep until ``when``, or less: the caller reads ``now()`` after it (what it returns is its own)."""

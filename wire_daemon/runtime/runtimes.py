@@ -67,6 +67,9 @@ log = logging.getLogger(__name__)
 # returns True when it was, so that a virtual clock moves only as far as the wall clock did.
 Sleep = Callable[[float], bool | None]
 FINISHED_KEPT = 20  # finished workflows that status still lists
+# Seconds between two glances, while asleep, at whether DAGMan finished a followed workflow: billed per second,
+# its pool idle until the next decision would cost up to an interval of every instance.
+END_GLANCE_S = 10.0
 
 
 class Runtime(Protocol):
@@ -77,7 +80,8 @@ class Runtime(Protocol):
 
     def now(self) -> float: ...
 
-    def sleep_until(self, when: float) -> None: ...
+    def sleep_until(self, when: float) -> bool:
+        """Sleep until ``when``; True when woken early because a workflow ended: a decision is due now."""
 
     @property
     def finished(self) -> bool: ...
@@ -154,9 +158,12 @@ class EmulatedRuntime:
     def now(self) -> float:
         return self.site.now()
 
-    def sleep_until(self, when: float) -> None:
+    def sleep_until(self, when: float) -> bool:
         """Sleep the wall time ``when`` is away, then run the world to it; a sleep cut short (an operator's
-        command, a signal) runs the world only as far as the wall clock went: a command moves no virtual time."""
+        command, a signal) runs the world only as far as the wall clock went: a command moves no virtual time.
+
+        Never woken by the workflow's end: the run stops there, and the site bills the pool to that end.
+        """
         start = self.site.now()
         delay = (when - start) / self.speedup
         if delay > 0:
@@ -164,6 +171,7 @@ class EmulatedRuntime:
             if self.sleep(delay):
                 when = min(when, start + (time.monotonic() - began) * self.speedup)
         self.site.advance_to(when)
+        return False
 
     @property
     def finished(self) -> bool:
@@ -233,6 +241,8 @@ class SubmitHostRuntime:
         self.clock = clock
         self.control = PoolControl()
         self.finished_workflows: list[dict[str, Any]] = []  # newest last, at most FINISHED_KEPT
+        self._woken_for: set[str] = set()  # finished workflows a sleep was cut short for, not read since
+        self._decision_due = False  # a workflow ended: every sleep ends at once until the next iteration reads
         self.hosts = HostMap(r for r in store.instances(live_only=False) if r.address)  # type: ignore[misc]
         root = SubmitRootMonitor(
             settings.site.submit_root,
@@ -369,10 +379,22 @@ class SubmitHostRuntime:
     def now(self) -> float:
         return self.clock()
 
-    def sleep_until(self, when: float) -> None:
-        delay = when - self.clock()
-        if delay > 0:
-            self.sleep(delay)
+    def sleep_until(self, when: float) -> bool:
+        """Sleep until ``when``, glancing every ``END_GLANCE_S`` at whether DAGMan finished a followed workflow.
+
+        True when one did, at once from then until the next ``refresh``: the decision is due now, so that the
+        pool is let go rather than kept to the next interval. A sleep cut short (an operator's command, a
+        signal) returns False at once: the daemon looks at why.
+        """
+        while not self._decision_due and (delay := when - self.clock()) > 0:
+            if self.sleep(min(delay, END_GLANCE_S)):
+                return False
+            ended = self.observations.root.finished_now()
+            self._woken_for &= ended  # forgotten by a poll since
+            # Once per workflow: an iteration that could not read it (Condor away) does not wake the next sleep.
+            self._decision_due = bool(ended - self._woken_for)
+            self._woken_for |= ended
+        return self._decision_due
 
     @property
     def finished(self) -> bool:
@@ -381,6 +403,7 @@ class SubmitHostRuntime:
     def refresh(self) -> None:
         """Read the world; first ask whether Condor is there (``CondorUnreachable`` when it is not): while it
         is away nothing is read or changed, so no worker is judged by a pool that cannot be asked."""
+        self._decision_due = False  # this iteration is the decision a workflow's end asked for
         self.condor.probe()
         self._refresh_prices()
         for instance in self.cloud.list_instances():  # before reading: a new worker's first job resolves

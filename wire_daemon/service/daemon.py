@@ -339,12 +339,14 @@ class Daemon:
                 break
             if self.reload_requested:
                 self.reload()
-            self.runtime.sleep_until(next_at)
+            ended = self.runtime.sleep_until(next_at)
             if self.runtime.finished or self.stop_requested:
                 break
             acted = self._apply_controls()
-            if not acted and self.runtime.now() < next_at:
+            if not (acted or ended) and self.runtime.now() < next_at:
                 continue  # woken by SIGHUP or a command that changes no pool (pause, resume): sleep on
+            if ended:
+                log.info("a workflow finished: deciding now, not in %.0f s", next_at - self.runtime.now())
             started = time.monotonic()
             self._watched_iteration(self.runtime.now())
             if self.runtime.now() >= on_grid:
