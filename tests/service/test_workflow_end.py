@@ -67,6 +67,14 @@ def test_the_pool_is_let_go_when_dagman_finishes_not_at_the_next_decision(tmp_pa
     decided: list[float] = []
     iterate = daemon._iterate
     monkeypatch.setattr(daemon, "_iterate", lambda now: (decided.append(now), iterate(now)))
+    sleeps, sleep_until = [0], daemon.runtime.sleep_until
+
+    def counted_sleep_until(when: float) -> bool:
+        sleeps[0] += 1
+        assert sleeps[0] < 1000, "the daemon spins on a decision it does not make"
+        return sleep_until(when)
+
+    monkeypatch.setattr(daemon.runtime, "sleep_until", counted_sleep_until)
     assert daemon.run(max_iterations=2) == 0
 
     assert driver.launches > 0, "the first decision grew a pool for the queued tasks"
