@@ -141,12 +141,12 @@ def test_only_the_finished_list_is_persisted(tmp_path):
     store.close()
 
 
-def _runtime(tmp_path: Path, clock: dict[str, float], sleep, **steering) -> SubmitHostRuntime:
+def _runtime(tmp_path: Path, clock: dict[str, float], sleep) -> SubmitHostRuntime:
     settings = Settings(
         site=SiteSettings(kind="condor", submit_root=str(tmp_path / "submit")),
         cloud=CloudSettings(kind="ec2"),
         condor=CondorSettings(control="off", settle_s=0.0),
-        steering=SteeringConfig(**steering),
+        steering=SteeringConfig(),
         safety=SafetyConfig(),
     )
     store = StateStore(tmp_path / "state.sqlite")
