@@ -235,6 +235,23 @@ def measure_kickstart(record: str, repeat: int) -> dict[str, Any]:
     return _measured(work)
 
 
+def measure_glance(submit_dir: str, repeat: int) -> dict[str, Any]:
+    """What the daemon reads every few seconds while it sleeps, per followed workflow: the tails of DAGMan's
+    two status files (``SubmitRootMonitor.finished_now``), here of a long-running workflow not yet done."""
+    from wire_daemon.monitor.dagman_status import dag_status
+
+    dagman_out, jobstate = Path(submit_dir, "bench-0.dag.dagman.out"), Path(submit_dir, "jobstate.log")
+    line = "11/27/26 12:00:00 Event: ULOG_EXECUTE for HTCondor Node bench_ID0000001 (1.0.0) {11/27/26 12:00:00}\n"
+    dagman_out.write_text(line * 40_000)  # a few MiB: only the tail is read
+    jobstate.write_text("1700000000 bench_ID0000001 EXECUTE 1.0 local - 1\n" * 40_000)
+
+    def work() -> dict[str, Any]:
+        finished = sum(dag_status(dagman_out, jobstate).finished for _ in range(repeat))
+        return {"glances": repeat, "finished": finished}
+
+    return _measured(work)
+
+
 _MEASURES = {
     "follower": measure_follower,
     "monitor": measure_monitor,
@@ -242,6 +259,7 @@ _MEASURES = {
     "dag": measure_dag,
     "workflow": measure_workflow,
     "kickstart": measure_kickstart,
+    "glance": measure_glance,
 }
 
 
@@ -297,6 +315,8 @@ def run(args: argparse.Namespace, base: Path) -> None:
         "events",
         f"slowest poll {r['slowest_poll_s'] * 1000:.0f} ms",
     )
+    r = _child("glance", [str(wf), "2000"])
+    _line("DAGMan status glance (two file tails), per followed workflow", r["glances"], r, "glances")
     record = (
         Path(__file__).resolve().parents[1]
         / "tests/data/fixtures/pegasus-submit/process_wf_success/00/00/ls_ID0000001.out.000"
