@@ -283,3 +283,24 @@ def test_with_a_discounted_large_type_two_types_cost_no_more_than_the_small_one_
 
     small, large = replace(SMALL, memory_mib=0.0), replace(LARGE, memory_mib=0.0, price=3.2)
     assert cost(small, large) <= cost(small)
+
+
+def test_a_level_keeps_busy_the_instances_that_hold_its_slots_not_a_count_of_the_own_type():
+    from wire_daemon.plan.makespan import Schedule, plan_instances
+
+    now, billing = 1000.0, Billing(1.0)  # per second: an idle instance is let go at once
+    large = PoolMember("large", 16, now, now, 0.0, dearness=0.034)
+    small = PoolMember("small", 4, now, now, 0.0, dearness=0.0425)
+    # Eight tasks for an hour: the pool's own type (4 slots) counts two instances, and the large one holds all eight.
+    level = Schedule(now + 3600.0, np.array([now]), np.array([now + 3600.0]), np.array([2]), np.array([8.0]))
+    plan = plan_instances([large, small], level, billing, now, 180.0, 180.0)
+    assert plan.release_now == ("small",)
+    counted = replace(level, slots_used=None)  # counted in instances: both are kept for one level
+    assert plan_instances([large, small], counted, billing, now, 180.0, 180.0).release_now == ()
+
+
+def test_with_several_types_the_instances_running_tasks_are_ranked_first():
+    idle_cheap = PoolMember("idle", 16, 0.0, 100.0, -100.0, dearness=0.034)
+    working = PoolMember("working", 4, 0.0, 100.0, -100.0, dearness=0.0425, running_work=True)
+    # The work now sits on the instance running it; the idle one, even cheaper per task, is the one let go.
+    assert [m.instance_id for m in rank_members([idle_cheap, working])] == ["working", "idle"]

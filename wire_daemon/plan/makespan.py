@@ -92,6 +92,9 @@ class Schedule:
     level_start: np.ndarray  # per remaining level, in order
     level_end: np.ndarray
     instances_used: np.ndarray  # per remaining level: instances busy at its widest
+    # Per remaining level: slots busy at its widest. Instances of several types hold different slot counts,
+    # so which instances a level keeps busy is counted in slots; None (the simulation): in instances.
+    slots_used: np.ndarray | None = None
 
 
 class LevelModel:
@@ -193,6 +196,7 @@ class LevelModel:
         ends = np.empty(order.size)
         starts = np.empty(order.size)
         used = np.zeros(order.size, dtype=np.int64)
+        busy = np.zeros(order.size)
         for pos, level in enumerate(order.tolist()):
             if levels.waiting[level]:
                 t += latency
@@ -224,12 +228,13 @@ class LevelModel:
                 cap += future[k][1]
                 k += 1
             ends[pos] = t
-            used[pos] = math.ceil(min(widest, n) / slots_per_instance) if n > 0 else 0
+            busy[pos] = min(widest, n) if n > 0 else 0.0
+            used[pos] = math.ceil(busy[pos] / slots_per_instance)
             if t == math.inf:
                 ends[pos:] = math.inf
                 starts[pos:] = math.inf
                 break
-        return Schedule(float(ends[-1]) if ends.size else start, starts, ends, used)
+        return Schedule(float(ends[-1]) if ends.size else start, starts, ends, used, busy)
 
 
 @dataclass(frozen=True)
@@ -245,6 +250,7 @@ class PoolMember:
     releasable: bool = True  # may go at the end of its unit (restart cost and age allow it)
     let_go: bool = False  # already released: it serves until ``gone_at`` and pays nothing more
     dearness: float = 0.0  # price per task that fits (several instance types); 0 for all otherwise
+    running_work: bool = False  # runs tasks now (several instance types): the work now is on it
 
     @property
     def new(self) -> bool:
@@ -260,10 +266,11 @@ def capacity_of(members: Sequence[PoolMember]) -> list[Slots]:
 def rank_members(members: Sequence[PoolMember]) -> list[PoolMember]:
     """The order in which levels use instances: those paid furthest ahead first, new ones last.
 
-    With several instance types the cheapest per task come first, so the dearest are the ones left
-    unused and let go (a dear instance paid ahead idles until its unit ends rather than being renewed).
+    With several instance types the instances running tasks now come first (the work is on them), then
+    the cheapest per task, so the dearest idle ones are left unused and let go (a dear instance paid
+    ahead idles until its unit ends rather than being renewed).
     """
-    return sorted(members, key=lambda m: (m.new, m.dearness, -m.paid_until, m.launch_time))
+    return sorted(members, key=lambda m: (m.new, not m.running_work, m.dearness, -m.paid_until, m.launch_time))
 
 
 @dataclass(frozen=True)
@@ -290,7 +297,7 @@ def plan_instances(
 
     Instances are ranked with those paid furthest ahead first, then the new
     ones (``ranked``: ``members`` are in that order already); level by
-    level the first ``instances_used`` of them are busy. An
+    level the first of them that hold its busy slots are busy. An
     instance idle for longer than a launch lag plus an interval is cheaper
     let go at its unit's end and launched again in time (a later decision
     can do that); otherwise it is kept and renewed. A new instance is
@@ -303,11 +310,9 @@ def plan_instances(
     order = list(members) if ranked else rank_members(members)
     uses: list[list[tuple[float, float]]] = [[] for _ in order]
     gone = [m.gone_at for m in order]
-    for begin, end, used in zip(
-        schedule.level_start.tolist(), schedule.level_end.tolist(), schedule.instances_used.tolist()
-    ):
-        # The first ``used`` instances still there when the level begins (one gone by then serves none).
-        for j in [j for j, at in enumerate(gone) if at > begin][:used]:
+    for pos, (begin, end) in enumerate(zip(schedule.level_start.tolist(), schedule.level_end.tolist())):
+        # The first instances still there when the level begins (one gone by then serves none).
+        for j in _busy_members(order, gone, begin, schedule, pos):
             uses[j].append((begin, end))
     u = billing.charging_unit_s
     comeback = lag + interval  # an idle gap at least this long: go, and come back in time
@@ -351,6 +356,22 @@ def plan_instances(
                 cost += units
                 paid += units * u
     return InstancePlan(cost, launch, tuple(release))
+
+
+def _busy_members(
+    order: Sequence[PoolMember], gone: list[float], begin: float, schedule: Schedule, pos: int
+) -> list[int]:
+    """The ranked members a level keeps busy: the first ones present, as many as hold its slots."""
+    present = [j for j, at in enumerate(gone) if at > begin]
+    if schedule.slots_used is None:
+        return present[: int(schedule.instances_used[pos])]
+    need, out = float(schedule.slots_used[pos]), []
+    for j in present:
+        if need <= 0:
+            break
+        out.append(j)
+        need -= order[j].slots
+    return out
 
 
 def _mean(prediction: Prediction) -> np.ndarray:

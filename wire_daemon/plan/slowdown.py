@@ -279,8 +279,19 @@ class SlowdownPolicy:
             )
             releasable = restart.get(i.instance_id, 0.0) <= limit and old_enough
             dear = dearness(config, i)
+            # With several types, the work running now pins its instances: the model puts it there first.
+            working = len(config.instance_types) > 1 and i.instance_id in busy
             members.append(
-                PoolMember(i.instance_id, i.slots, ready, paid, i.launch_time, releasable=releasable, dearness=dear)
+                PoolMember(
+                    i.instance_id,
+                    i.slots,
+                    ready,
+                    paid,
+                    i.launch_time,
+                    releasable=releasable,
+                    dearness=dear,
+                    running_work=working,
+                )
             )
         for i in leaving:  # released earlier: its slots serve until it is terminated, at no further cost
             gone = self._released[i.instance_id]
