@@ -99,3 +99,16 @@ def test_the_daemon_applies_them_and_its_policy_plans_with_them(tmp_path, capsys
         "operator: deadline set to 90m for this run",
         "operator: budget set to 12.5 for this run",
     ]
+
+
+def test_plan_answers_for_the_deadline_and_quantile_of_its_config(tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    config.write_text("steering: {deadline: 1s, deadline_quantile: p90}\n")
+    assert main(["plan", "--config", str(config), "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)["deadline"]
+    assert (fit["given"], fit["quantile"], fit["instances"]) == ("1s", "p90", None)  # no size ends in a second
+    assert main(["plan", "--config", str(config), "--quantile", "p50", "--deadline", "30d", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)["deadline"]
+    assert (fit["given"], fit["quantile"]) == ("30d", "p50") and fit["instances"] is not None  # the flags win
+    assert main(["plan", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["deadline"] is None  # neither flag nor config: no deadline asked

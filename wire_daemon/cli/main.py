@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from wire_daemon.cli.service_commands import CONFIG_HELP, add_service_commands
-from wire_daemon.core.config import MARKET_MODES, ReplayConfig, SteeringConfig
+from wire_daemon.core.config import DEADLINE_QUANTILES, MARKET_MODES, ReplayConfig, SteeringConfig
 from wire_daemon.core.deadlines import parse_deadline
 from wire_daemon.core.errors import ConfigError, WireError
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
@@ -166,10 +166,13 @@ def _add_plan(sub: Any) -> None:
     pl.add_argument(
         "--deadline",
         metavar="WHEN",
-        help="also name the cheapest pool size that meets this deadline (a time with its zone, or a duration: 8h)",
+        help="also name the cheapest pool size that meets this deadline (a time with its zone, or a duration: 8h;"
+        " default: steering.deadline of --config, if set)",
     )
     pl.add_argument(
-        "--quantile", choices=("p50", "p90"), default="p50", help="the estimate the deadline is met at (default p50)"
+        "--quantile",
+        choices=DEADLINE_QUANTILES,
+        help="the estimate the deadline is met at (default: steering.deadline_quantile, p50 without --config)",
     )
     pl.set_defaults(handler=_plan)
 
@@ -222,6 +225,9 @@ def _plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-instances must be > 0 (got {limit})")
     if args.price is not None and not args.price >= 0:
         raise ConfigError(f"--price must be >= 0 (got {args.price:g})")
+    # The daemon's own deadline and quantile unless the flags say otherwise: plan answers for what it will aim at.
+    deadline = settings.steering.deadline if args.deadline is None else args.deadline
+    quantile = settings.steering.deadline_quantile if args.quantile is None else args.quantile
     if args.deadline is not None:
         try:
             parse_deadline(args.deadline)
@@ -233,9 +239,9 @@ def _plan(args: argparse.Namespace) -> int:
         inputs, live = _plan_inputs(settings, args.config)
         wall_clock = args.wall_clock or live
     reports = [plan_input(path, settings, limit, args.price, wall_clock) for path in inputs]
-    if args.deadline is not None:
+    if deadline is not None:
         for report in reports:
-            report.deadline = fit_deadline(report, args.deadline, args.quantile, time.time())
+            report.deadline = fit_deadline(report, deadline, quantile, time.time())
     if args.json:
         shown = [report_json(r) for r in reports]
         print(json.dumps(shown[0] if len(shown) == 1 else shown, indent=2))
