@@ -299,7 +299,7 @@ def test_a_level_keeps_busy_the_instances_that_hold_its_slots_not_a_count_of_the
     assert plan_instances([large, small], counted, billing, now, 180.0, 180.0).release_now == ()
 
 
-def test_with_several_types_the_instances_running_tasks_are_ranked_first():
+def test_the_instances_running_tasks_are_ranked_first():
     idle_cheap = PoolMember("idle", 16, 0.0, 100.0, -100.0, dearness=0.034)
     working = PoolMember("working", 4, 0.0, 100.0, -100.0, dearness=0.0425, running_work=True)
     # The work now sits on the instance running it; the idle one, even cheaper per task, is the one let go.

@@ -250,7 +250,7 @@ class PoolMember:
     releasable: bool = True  # may go at the end of its unit (restart cost and age allow it)
     let_go: bool = False  # already released: it serves until ``gone_at`` and pays nothing more
     dearness: float = 0.0  # price per task that fits (several instance types); 0 for all otherwise
-    running_work: bool = False  # runs tasks now (several instance types): the work now is on it
+    running_work: bool = False  # runs tasks now: the work now is on it
 
     @property
     def new(self) -> bool:
@@ -264,11 +264,12 @@ def capacity_of(members: Sequence[PoolMember]) -> list[Slots]:
 
 
 def rank_members(members: Sequence[PoolMember]) -> list[PoolMember]:
-    """The order in which levels use instances: those paid furthest ahead first, new ones last.
+    """The order in which levels use instances: those running tasks now first (the work is on them), then
+    those paid furthest ahead, new ones last.
 
-    With several instance types the instances running tasks now come first (the work is on them), then
-    the cheapest per task, so the dearest idle ones are left unused and let go (a dear instance paid
-    ahead idles until its unit ends rather than being renewed).
+    With several instance types the cheapest per task come before those paid further ahead, so the
+    dearest idle ones are left unused and let go (a dear instance paid ahead idles until its unit ends
+    rather than being renewed).
     """
     return sorted(members, key=lambda m: (m.new, not m.running_work, m.dearness, -m.paid_until, m.launch_time))
 
@@ -295,8 +296,9 @@ def plan_instances(
 ) -> InstancePlan:
     """Which instances each level uses, and the cheapest way to have them there.
 
-    Instances are ranked with those paid furthest ahead first, then the new
-    ones (``ranked``: ``members`` are in that order already); level by
+    Instances are ranked as ``rank_members`` does: those running tasks, those
+    paid furthest ahead, then the new ones (``ranked``: ``members`` are in
+    that order already); level by
     level the first of them that hold its busy slots are busy. An
     instance idle for longer than a launch lag plus an interval is cheaper
     let go at its unit's end and launched again in time (a later decision

@@ -279,8 +279,7 @@ class SlowdownPolicy:
             )
             releasable = restart.get(i.instance_id, 0.0) <= limit and old_enough
             dear = dearness(config, i)
-            # With several types, the work running now pins its instances: the model puts it there first.
-            working = len(config.instance_types) > 1 and i.instance_id in busy
+            working = i.instance_id in busy  # the work running now is on it: the model puts it there first
             members.append(
                 PoolMember(
                     i.instance_id,
