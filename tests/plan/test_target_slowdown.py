@@ -396,6 +396,32 @@ def test_many_short_tasks_make_the_pool_grow():
     assert ours.makespan_s < 0.6 * wire.makespan_s
 
 
+def test_a_kept_instance_pays_up_to_the_workflow_s_end_when_that_comes_before_the_next_decision():
+    from wire_daemon.core.billing import Billing
+    from wire_daemon.plan.makespan import Schedule
+
+    now = 1000.0
+    member = PoolMember("i-1", 4, now, now, 0.0)  # per-second billing: paid up to now
+    ending = Schedule(now + 20.0, np.array([now]), np.array([now + 20.0]), np.array([1]))
+    per_second = Billing.per_second()
+    assert plan_instances([member], ending, per_second, now, 180.0, 180.0, pool_ends_at=now + 20.0).cost_units == 20
+    # Not knowing when the pool goes, it is priced as renewed to the next decision.
+    assert plan_instances([member], ending, per_second, now, 180.0, 180.0).cost_units == 180
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_no_running_task_is_killed_to_save_pool_seconds_past_the_workflow_s_end(seed):
+    # 300 short tasks billed per second: with the end seconds away, keeping the pool to the next decision
+    # was priced at a whole interval per instance, and a release that killed 4 running tasks looked cheaper.
+    wf = load_trace(DATA / "traces" / "seismology-chameleon-300p-001.json.gz")
+    steering = SteeringConfig(charging_unit_s=60.0, billing_model="second")
+    config = ReplayConfig(steering=steering, emulation=EmulationConfig(seed=seed))
+    ours = replay(wf, "target-slowdown", config)
+    reactive = replay(wf, "pure-reactive", config)
+    assert ours.restarts == 0
+    assert ours.makespan_s <= reactive.makespan_s
+
+
 def test_a_replay_on_a_real_trace_finishes_without_killing_work_twice():
     wf = load_trace(DATA / "srasearch-chameleon-30a-001.json")
     steering = SteeringConfig(charging_unit_s=900.0)
@@ -487,6 +513,12 @@ def test_a_task_predicted_only_from_a_prior_is_never_counted_on_to_end_in_time(c
     policy = SlowdownPolicy(DistributionPredictor(wf, PredictionConfig()), DispatchLearner(wf, 2.0), SteeringConfig())
     cost = policy._restart_costs(state, prediction, [Instance("i-1", 0.0, 4, CloudState.RUNNING)], 100.0)
     assert (cost["i-1"] > 0.0) is at_risk
+
+
+@pytest.mark.parametrize("code, guessed", [(POLICY_STAGE_MEDIAN, False), (POLICY_PRIOR_WORKFLOW, True)])
+def test_the_pool_s_bill_stops_at_the_estimated_end_only_when_no_running_task_s_end_is_a_guess(code, guessed):
+    state, prediction = _one_running_task(code)
+    assert slowdown._running_end_guessed(state, prediction) is guessed
 
 
 @pytest.mark.parametrize("u, limit", [(3600.0, 0.0), (60.0, 12.0)])

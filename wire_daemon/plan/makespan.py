@@ -293,6 +293,7 @@ def plan_instances(
     min_instances: int = 0,
     drain_lead_s: float = 0.0,
     ranked: bool = False,
+    pool_ends_at: float = math.inf,
 ) -> InstancePlan:
     """Which instances each level uses, and the cheapest way to have them there.
 
@@ -307,7 +308,10 @@ def plan_instances(
     next decision could be ready. An instance whose unit ends before the
     next decision, or within ``drain_lead_s`` after it (a job started on it
     would outlast the unit), is released now (drained at once, terminated at
-    its unit's end) if it has no use before it could come back.
+    its unit's end) if it has no use before it could come back. The pool
+    goes when the workflow ends (a decision is taken at once then): an
+    instance kept to the next decision pays only up to ``pool_ends_at``, if
+    that is sooner.
     """
     order = list(members) if ranked else rank_members(members)
     uses: list[list[tuple[float, float]]] = [[] for _ in order]
@@ -319,6 +323,7 @@ def plan_instances(
     u = billing.charging_unit_s
     comeback = lag + interval  # an idle gap at least this long: go, and come back in time
     next_decision = now + interval
+    renewed_to = min(next_decision, pool_ends_at)
     cost, launch, release = 0, 0, []
     staying = sum(1 for m in order if not m.new and not m.let_go)  # may not fall below min_instances
     for member, spans in zip(order, uses):
@@ -346,8 +351,8 @@ def plan_instances(
                 needed_soon = True  # kept for the minimal pool: renewed like a needed instance
             if member.gone_at < math.inf:
                 continue
-            if expiring and (needed_soon or not member.releasable):  # renewed at least to the next decision
-                units = math.ceil((next_decision - paid) / u - 1e-9) if next_decision > paid else 0
+            if expiring and (needed_soon or not member.releasable):  # renewed to the next decision or the end
+                units = math.ceil((renewed_to - paid) / u - 1e-9) if renewed_to > paid else 0
                 cost += units
                 paid += units * u
         for begin, end in spans:
