@@ -28,9 +28,9 @@ its slots. Billed per second, a choice that ends before the next decision
 pays its pool only to that end at P90 (the pool goes when the workflow
 does), unless a running task is timed from a prior. An instance whose tasks
 would lose more than ``release_restart_cost_fraction`` x u of work
-(Algorithm 2's rule, lost work counted) is kept, and with units longer than the interval one that would lose
-any work at all; a task predicted only from a prior is never counted on to end
-in time. So is one younger than ``min_instance_age_intervals``, unless every
+(Algorithm 2's rule, lost work counted) is kept, and with units longer than
+the interval one that would lose any work at all; a task predicted only from
+a prior is never counted on to end in time. So is one younger than ``min_instance_age_intervals``, unless every
 decision renews its unit (units no longer than the interval) and it is up
 with no task on it: kept idle it would pay an interval for nothing, and the
 model still keeps it when it is needed before it could come back. Before anything
