@@ -299,11 +299,10 @@ def plan_instances(
 
     Instances are ranked as ``rank_members`` does: those running tasks, those
     paid furthest ahead, then the new ones (``ranked``: ``members`` are in
-    that order already); level by
-    level the first of them that hold its busy slots are busy. An
-    instance idle for longer than a launch lag plus an interval is cheaper
-    let go at its unit's end and launched again in time (a later decision
-    can do that); otherwise it is kept and renewed. A new instance is
+    that order already); level by level the first of them that hold its busy
+    slots are busy. An instance idle for longer than a launch lag plus an
+    interval is cheaper let go at its unit's end and launched again in time
+    (a later decision can do that); otherwise it is kept and renewed. A new instance is
     launched now only if its first use starts before a launch made at the
     next decision could be ready. An instance whose unit ends before the
     next decision, or within ``drain_lead_s`` after it (a job started on it

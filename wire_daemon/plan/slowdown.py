@@ -30,10 +30,11 @@ does), unless a running task is timed from a prior. An instance whose tasks
 would lose more than ``release_restart_cost_fraction`` x u of work
 (Algorithm 2's rule, lost work counted) is kept, and with units longer than
 the interval one that would lose any work at all; a task predicted only from
-a prior is never counted on to end in time. So is one younger than ``min_instance_age_intervals``, unless every
-decision renews its unit (units no longer than the interval) and it is up
-with no task on it: kept idle it would pay an interval for nothing, and the
-model still keeps it when it is needed before it could come back. Before anything
+a prior is never counted on to end in time. So is one younger than
+``min_instance_age_intervals``, unless every decision renews its unit (units
+no longer than the interval) and it is up with no task on it: kept idle it
+would pay an interval for nothing, and the model still keeps it when it is
+needed before it could come back. Before anything
 is measured, with units longer than the interval, the pool grows to a slot per
 queued or running task, as a reactive policy does. While a running task is
 predicted only from a prior, launches stop at a slot per queued or running
@@ -238,7 +239,7 @@ class SlowdownPolicy:
             aim,
             late_levels,
             frozenset(state.host.values()),
-            self._work_at_the_end(state, prediction, dispatch),
+            self._work_at_the_end(state, prediction, dispatch, late_levels),
         )
         floor = 0
         blind = self._blind(state, prediction)
@@ -608,18 +609,20 @@ class SlowdownPolicy:
         return SteeringDecision(target, best.size, launch=launch, release=going, release_at=when, rule=rule)
 
     def _work_at_the_end(
-        self, state: RunState, prediction: Prediction, dispatch: DispatchEstimate
+        self, state: RunState, prediction: Prediction, dispatch: DispatchEstimate, p90_levels: Levels | None
     ) -> Callable[[], Levels] | None:
         """The P90 work a choice ending before the next decision bills its pool to, or None: to the next decision.
 
         The pool goes when the workflow ends. Billed per second, an end estimated early costs the seconds
         it is off by; billed per started unit it costs whole units (billed to the estimated end, the
         per-minute slice's runs cheaper than PFA fell from 58 of 96 to 55-57). A running task timed from
-        a prior leaves the end a guess.
+        a prior leaves the end a guess. ``p90_levels``: that work when a P90 deadline already asked for it.
         """
         model = self._model
         if model is None or self.config.billing_model != "second" or _running_end_guessed(state, prediction):
             return None
+        if p90_levels is not None:
+            return lambda: p90_levels
         return lambda: quantile_levels(model, state, prediction, dispatch)
 
     def _speculation_cap(self, state: RunState, prediction: Prediction, levels: Levels) -> int | None:
