@@ -67,7 +67,14 @@ from target_slowdown import (  # noqa: E402
 )
 
 from wire_daemon.runtime.replay import replay  # noqa: E402
-from wire_lab.evaluation.grid import cached_grid, shown_arguments, source_fingerprint, write_rows, yes_or_no  # noqa: E402
+from wire_lab.evaluation.grid import (  # noqa: E402
+    cached_grid,
+    how_it_ran,
+    shown_arguments,
+    source_fingerprint,
+    write_rows,
+    yes_or_no,
+)
 from wire_lab.evaluation.report import library_version  # noqa: E402
 from wire_lab.evaluation.runs import _workflow, find_traces, replay_config  # noqa: E402
 
@@ -221,6 +228,7 @@ def page(
     quantile: str,
     wall_s: float,
     argv: Sequence[str],
+    cached: int = 0,
 ) -> str:
     every = long_runs(runs)
     sets = {
@@ -245,7 +253,7 @@ def page(
         "over the 3-min interval); paper setting. Each run's deadline is a factor "
         f"({', '.join(f'{f:g}' for f in factors)}) times the full pool's makespan in that run, set at submit as "
         f"`steering.deadline` with `deadline_quantile: {quantile}`. Peers: {', '.join(KNOB_PEERS)}. "
-        f"{wall_s:.0f} s wall time with at most {WORKERS} processes.",
+        f"{how_it_ran(wall_s, cached, 2 * len(runs), WORKERS)}.",
         "",
         f"Hold-out traces (whole families: {', '.join(HOLD_OUT)}, fixed before tuning; the deadline's rules were "
         f"tried on the others only): {', '.join(n for n in names if held_out(n))}.",
@@ -305,13 +313,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs.sort(key=lambda j: (-j.scale, j.key))  # long runs first, so that the workers finish together
     started = time.perf_counter()
     cache, workers = args.out / ".cache", min(args.workers, WORKERS)
-    peers, _ = cached_grid(jobs, run_peers, cache / "deadlines_peers.jsonl", workers, peers_fingerprint())
+    peers, peers_cached = cached_grid(jobs, run_peers, cache / "deadlines_peers.jsonl", workers, peers_fingerprint())
     full_s = {
         j.key: next(r["makespan_s"] for r in d["rows"] if r["policy"] == "full-site") for j, d in zip(jobs, peers)
     }
     knob = partial(run_deadlines, full_s=full_s, factors=args.factors, quantile=args.quantile)
     stamp = source_fingerprint() + json.dumps([list(args.factors), args.quantile])
-    mine, _ = cached_grid(jobs, knob, cache / "deadlines.jsonl", workers, stamp)
+    mine, mine_cached = cached_grid(jobs, knob, cache / "deadlines.jsonl", workers, stamp)
     wall = time.perf_counter() - started
     rows = [r for d in [*peers, *mine] for r in d["rows"]]
     runs = by_job(rows)
@@ -324,7 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(rows, args.out / "deadlines.csv", COLUMNS)
     extra = shown_arguments(sys.argv[1:] if argv is None else argv, args.traces)
-    (args.out / "deadlines.md").write_text(page(runs, traces, args.factors, args.quantile, wall, extra))
+    (args.out / "deadlines.md").write_text(
+        page(runs, traces, args.factors, args.quantile, wall, extra, peers_cached + mine_cached)
+    )
     print(f"wrote {args.out / 'deadlines.md'}, deadlines.csv")
     return 0
 

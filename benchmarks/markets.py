@@ -64,7 +64,14 @@ from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.site import EmulatedSite
 from wire_daemon.runtime.policies import DEFAULT_POLICY
 from wire_daemon.runtime.replay import ReplayResult, replay
-from wire_lab.evaluation.grid import cached_grid, shown_arguments, source_fingerprint, write_rows, yes_or_no
+from wire_lab.evaluation.grid import (
+    cached_grid,
+    how_it_ran,
+    shown_arguments,
+    source_fingerprint,
+    write_rows,
+    yes_or_no,
+)
 from wire_lab.evaluation.report import library_version
 from wire_lab.evaluation.runs import SETTINGS, _workflow, find_traces, replay_config
 
@@ -717,8 +724,7 @@ def page(
         f"`{DEFAULT_POLICY}` with `steering.market: auto`, `annex-spot` and `reactive-spot`. On-demand "
         f"references, run once per trace, K and seed (no spot market touches them): "
         + ", ".join(f"`{p}`" for p in REFERENCES)
-        + f". {len(rows)} replays: {job_s:.0f} s of job time in all, {wall_s:.0f} s wall time for this command "
-        f"with at most {WORKERS} processes ({cached} of the {n_jobs} jobs read from the cache).",
+        + f". {len(rows)} replays: {job_s:.0f} s of job time in all; {how_it_ran(wall_s, cached, n_jobs, WORKERS)}.",
         "",
         "Money is the bill (on-demand: 1 per instance-hour); *money / full site* is a run's money over the "
         "on-demand full site's of the same trace, K and seed, so traces of every size mix; *relative time* is "

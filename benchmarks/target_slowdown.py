@@ -52,7 +52,14 @@ sys.path.insert(0, str(REPO))  # this checkout's wire_daemon and wire_lab, insta
 from wire_daemon.core.config import SteeringConfig  # noqa: E402
 from wire_daemon.runtime.policies import DEFAULT_POLICY, compared_policies  # noqa: E402
 from wire_daemon.runtime.replay import STAGE_CLASSES, replay  # noqa: E402
-from wire_lab.evaluation.grid import cached_grid, shown_arguments, source_fingerprint, write_rows, yes_or_no
+from wire_lab.evaluation.grid import (  # noqa: E402
+    cached_grid,
+    how_it_ran,
+    shown_arguments,
+    source_fingerprint,
+    write_rows,
+    yes_or_no,
+)
 from wire_lab.evaluation.report import library_version  # noqa: E402
 from wire_lab.evaluation.runs import SETTINGS, _workflow, find_traces, replay_config  # noqa: E402
 
@@ -232,17 +239,25 @@ def knob(runs: Runs, target: float, policy: str) -> tuple[int, int, int, int]:
     return len(keys), met, cheap, both
 
 
-def best_possible_ratio(row: dict[str, dict], policy: str) -> float:
-    """The policy's cost over the cheapest cost of any registry policy or fixed pool that ended no later."""
+# What the best possible run is chosen from: every registry policy and fixed pool (the target's measure), or
+# only the policies that start as the default does, one instance up at submit and launches booting a lag
+# later (full-site and the fixed pools have their whole pool up at submit, working from the first second).
+EVERY_RUN = (*POLICY_NAMES, *(fixed_name(n) for n in FIXED_SIZES))
+ELASTIC_RUNS = tuple(p for p in POLICY_NAMES if p != "full-site")
+
+
+def best_possible_ratio(row: dict[str, dict], policy: str, among: Sequence[str] = EVERY_RUN) -> float:
+    """The policy's cost over the cheapest cost of the runs ``among`` that ended no later."""
     end = row[policy]["makespan_s"] + EPS_S
-    names = [*POLICY_NAMES, *(fixed_name(n) for n in FIXED_SIZES)]
-    cheapest = min(row[p]["cost_units"] for p in names if p in row and row[p]["makespan_s"] <= end)
+    cheapest = min(row[p]["cost_units"] for p in (*among, policy) if p in row and row[p]["makespan_s"] <= end)
     return row[policy]["cost_units"] / max(cheapest, 1)
 
 
-def best_possible(runs: Runs, policy: str, keys: Sequence[tuple[str, float, float, int]]) -> tuple[float, float]:
+def best_possible(
+    runs: Runs, policy: str, keys: Sequence[tuple[str, float, float, int]], among: Sequence[str] = EVERY_RUN
+) -> tuple[float, float]:
     """Median and 90th percentile, over ``keys``, of ``best_possible_ratio``."""
-    ratios = [best_possible_ratio(runs[k], policy) for k in keys]
+    ratios = [best_possible_ratio(runs[k], policy, among) for k in keys]
     if not ratios:
         return math.nan, math.nan
     return float(np.median(ratios)), float(np.percentile(ratios, 90))
@@ -341,6 +356,7 @@ def page(
     wall_s: float,
     argv: Sequence[str],
     scale_rows: Sequence[dict] = (),
+    cached: int = 0,
 ) -> str:
     keys = sorted(runs)
     me = DEFAULT_POLICY
@@ -359,7 +375,7 @@ def page(
         f"seeds {', '.join(str(s) for s in SEEDS)}: {len(keys)} runs per policy; paper setting "
         "(3-min interval and boot lag, 4 slots per instance, at most 12 instances, one up at submit). "
         f"Every policy of the registry, and `{me}` at the targets {', '.join(f'{t:g}' for t in targets)}; "
-        f"{wall_s:.0f} s wall time with at most {WORKERS} processes. The default target is "
+        f"{how_it_ran(wall_s, cached, len(jobs), WORKERS)}. The default target is "
         f"`steering.target_slowdown: {DEFAULT_TARGET:g}`.",
         "",
         "A run is *dominated* when a peer is cheaper-or-equal and faster-or-equal, one of them strictly. "
@@ -416,10 +432,14 @@ def page(
     pfa_med, pfa_p90 = best_possible(runs, "pfa", keys)
     long_med, long_p90 = best_possible(runs, me, long_runs(runs))
     pfa_long_med, pfa_long_p90 = best_possible(runs, "pfa", long_runs(runs))
+    elastic_med, elastic_p90 = best_possible(runs, me, keys, ELASTIC_RUNS)
+    pfa_elastic_med, pfa_elastic_p90 = best_possible(runs, "pfa", keys, ELASTIC_RUNS)
     lines.append(
         f"| 7 | close to the best possible: default cost / cheapest run ending no later, median <= 1.05, "
         f"p90 <= 1.2 | median {med:.3f}, p90 {p90:.3f} (PFA: {pfa_med:.3f}, {pfa_p90:.3f}); runs of >= 10 "
-        f"intervals: {long_med:.3f}, {long_p90:.3f} (PFA: {pfa_long_med:.3f}, {pfa_long_p90:.3f}) | "
+        f"intervals: {long_med:.3f}, {long_p90:.3f} (PFA: {pfa_long_med:.3f}, {pfa_long_p90:.3f}); among the "
+        f"policies that start as it does (without full-site and the fixed pools, up at submit): "
+        f"{elastic_med:.3f}, {elastic_p90:.3f} (PFA: {pfa_elastic_med:.3f}, {pfa_elastic_p90:.3f}) | "
         f"{yes_or_no(med <= 1.05 and p90 <= 1.2)} |"
     )
     errors = pooled_errors(datas, jobs)
@@ -620,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # What a job computes: the package, and this script's job code (its page code may change freely).
     job_code = (inspect.getsource(run_job), inspect.getsource(policy_variants), FIXED_SIZES, list(args.targets))
     fingerprint = source_fingerprint(*job_code)
-    datas, _ = cached_grid(jobs, partial(run_job, targets=args.targets), cache, workers, fingerprint)
+    datas, cached = cached_grid(jobs, partial(run_job, targets=args.targets), cache, workers, fingerprint)
     wall = time.perf_counter() - started
     rows = [r for d in datas for r in d["rows"]]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -630,7 +650,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plots = frontier_plots(runs, names, args.out)
     extra = shown_arguments(sys.argv[1:] if argv is None else argv, args.traces)
     scale_rows = [] if args.skip_scale else scale_benchmark()
-    text = page(runs, jobs, datas, traces, args.targets, plots, wall, extra, scale_rows)
+    text = page(runs, jobs, datas, traces, args.targets, plots, wall, extra, scale_rows, cached)
     (args.out / "policy.md").write_text(text)
     print(f"wrote {args.out / 'policy.md'}, policy.csv, {', '.join(plots)}")
     return 0

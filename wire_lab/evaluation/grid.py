@@ -77,6 +77,14 @@ def write_rows(rows: Sequence[dict], path: Path, columns: Sequence[str]) -> None
             writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
 
 
+def how_it_ran(wall_s: float, cached: int, n_jobs: int, workers: int) -> str:
+    """How a page says what its command took: its wall time, or that every job came from an earlier run's cache."""
+    if n_jobs and cached >= n_jobs:
+        return f"every one of the {n_jobs} jobs read from the cache of an earlier run of the same code"
+    took = f"{wall_s:.0f} s wall time with at most {workers} processes"
+    return f"{took} ({cached} of the {n_jobs} jobs read from the cache)" if cached else took
+
+
 def yes_or_no(ok: bool) -> str:
     """How a page says whether a target is met."""
     return "yes" if ok else "**no**"

@@ -1,0 +1,36 @@
+"""What the grid benchmarks' pages say: how the page was made, and the best possible run."""
+
+import pytest
+
+from tests.lab.benchmark_script import load_benchmark
+from wire_lab.evaluation.grid import how_it_ran
+
+
+def test_a_page_gives_its_wall_time_or_says_every_job_came_from_the_cache():
+    assert how_it_ran(282.2, 0, 384, 2) == "282 s wall time with at most 2 processes"
+    assert how_it_ran(40.4, 100, 384, 2) == (
+        "40 s wall time with at most 2 processes (100 of the 384 jobs read from the cache)"
+    )
+    # Rendered from the cache alone, the command's own second of wall time says nothing about the runs.
+    assert how_it_ran(0.2, 384, 384, 2) == (
+        "every one of the 384 jobs read from the cache of an earlier run of the same code"
+    )
+
+
+@pytest.fixture(scope="module")
+def policy_study():
+    return load_benchmark("target_slowdown.py", "target_slowdown_study")
+
+
+def test_the_best_possible_run_among_scaling_policies_leaves_out_the_pools_up_at_submit(policy_study):
+    study = policy_study
+    row = {p: {"cost_units": 100, "makespan_s": 1000.0} for p in study.POLICY_NAMES}
+    row["target-slowdown"] = {"cost_units": 90, "makespan_s": 900.0}
+    row["pfa"] = {"cost_units": 80, "makespan_s": 900.0}  # as soon, and cheaper
+    row[study.fixed_name(2)] = {"cost_units": 30, "makespan_s": 500.0}  # up at submit: sooner and cheaper
+    row["full-site"] = {"cost_units": 60, "makespan_s": 400.0}
+    assert study.best_possible_ratio(row, "target-slowdown") == pytest.approx(3.0)
+    assert study.best_possible_ratio(row, "target-slowdown", study.ELASTIC_RUNS) == pytest.approx(90 / 80)
+    # A run that ended later is never the best possible, however cheap.
+    row["pfa"] = {"cost_units": 10, "makespan_s": 901.0}
+    assert study.best_possible_ratio(row, "target-slowdown", study.ELASTIC_RUNS) == pytest.approx(1.0)
