@@ -364,15 +364,17 @@ class SlowdownPolicy:
                     members = [*base, *([new_member] * (size - len(kept)))]
                 capacity = capacity_of(members)
                 schedule = model.schedule(levels, now, capacity, slots, dispatch.level_latency_s)
-                ends_at = math.inf
-                if late_work is not None and schedule.end < now + interval:
-                    ends_at = model.schedule(late_work(), now, capacity, slots, dispatch.level_latency_s).end
-                plan = plan_instances(
-                    members, schedule, billing, now, lag, interval, config.min_instances, lead, True, ends_at
-                )
                 late = math.nan
                 if late_levels is not None:
                     late = model.schedule(late_levels, now, capacity, slots, dispatch.level_latency_s).end
+                ends_at = math.inf
+                if late_work is not None and schedule.end < now + interval:
+                    work = late_work()  # a P90 deadline's own levels: their end is ``late``, scheduled above
+                    same = work is late_levels
+                    ends_at = late if same else model.schedule(work, now, capacity, slots, dispatch.level_latency_s).end
+                plan = plan_instances(
+                    members, schedule, billing, now, lag, interval, config.min_instances, lead, True, ends_at
+                )
                 seen[size] = _Choice(size, schedule.end, plan.cost_units, plan.launch_now, plan.release_now, late)
             return seen[size]
 
