@@ -2,7 +2,8 @@
 
 Also the rule that puts whole kinds of tests in the slow tier (``-m slow``), so a new
 test of those kinds lands there without a marker of its own: every test under
-``SLOW_FOLDERS`` and every test that uses moto's server.
+``SLOW_FOLDERS`` and every test that uses moto's server; and what a test worker
+(``-n``) takes whole: a file, or the real pool's tests, which share one pool.
 """
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+WORKER_LINES = pytest.StashKey[list[str]]()
 
 REGION = "us-east-1"
 HERE = Path(__file__).resolve().parent
 # End to end as a whole: the daemon against injected cloud faults, and a real HTCondor pool.
 SLOW_FOLDERS = tuple(HERE / name for name in ("chaos", "realpool"))
+REAL_POOL = HERE / "realpool"  # one pool for the package: one test worker runs all of it
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -24,6 +29,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = item.path.resolve()
         if "moto_endpoint" in getattr(item, "fixturenames", ()) or any(path.is_relative_to(f) for f in SLOW_FOLDERS):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist: hand each worker whole files (a file's module fixtures are set up once), and the real
+    pool's package whole (one pool, its chroot built once). Told by the test's id, which needs no mark:
+    xdist's own groups (``xdist_group``, ``--dist loadgroup``) are lost on pytest 9.2 (pytest-xdist #1386)."""
+    from xdist.scheduler import LoadFileScheduling
+
+    pool_tests = REAL_POOL.relative_to(config.rootpath).as_posix() + "/"
+
+    class FilesAndThePool(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return pool_tests if path.startswith(pool_tests) else path
+
+    return FilesAndThePool(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist: a worker has ended. Keep the lines its tests asked to show at the end
+    (tests/realpool/conftest.py)."""
+    lines = getattr(node, "workeroutput", {}).get("summary_lines", [])
+    node.config.stash.setdefault(WORKER_LINES, []).extend(lines)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in terminalreporter.config.stash.get(WORKER_LINES, []):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -165,8 +165,24 @@ def wire_pool_name() -> str:
     return f"rp-{uuid.uuid4().hex[:8]}"
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+def summary_lines() -> list[str]:
+    """What the run's log should say of the pool: its versions and how long its setup took."""
+    lines = []
     if VERSIONS:
-        terminalreporter.write_line("realpool versions: " + ", ".join(f"{k}={v}" for k, v in VERSIONS.items()))
+        lines.append("realpool versions: " + ", ".join(f"{k}={v}" for k, v in VERSIONS.items()))
     if TIMINGS:
-        terminalreporter.write_line("realpool timings: " + ", ".join(f"{k}={v:.1f}" for k, v in TIMINGS.items()))
+        lines.append("realpool timings: " + ", ".join(f"{k}={v:.1f}" for k, v in TIMINGS.items()))
+    return lines
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # On a test worker (-n), hand the lines to the controlling process, which prints them
+    # (tests/conftest.py, "summary_lines"); in one process they are printed below.
+    relay = getattr(session.config, "workeroutput", None)
+    if relay is not None:
+        relay.setdefault("summary_lines", []).extend(summary_lines())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in summary_lines():
+        terminalreporter.write_line(line)
