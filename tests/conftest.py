@@ -35,7 +35,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist: hand each worker whole files (a file's module fixtures are set up once), and the real
     pool's package whole (one pool, its chroot built once). Told by the test's id, which needs no mark:
-    xdist's own groups (``xdist_group``, ``--dist loadgroup``) are lost on pytest 9.2 (pytest-xdist #1386)."""
+    xdist's own groups (``xdist_group``, ``--dist loadgroup``) are lost on pytest 9.2 (pytest-xdist #1386).
+    Only for ``--dist loadfile`` (setup.cfg's): another mode asked for is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
     from xdist.scheduler import LoadFileScheduling
 
     pool_tests = REAL_POOL.relative_to(config.rootpath).as_posix() + "/"
