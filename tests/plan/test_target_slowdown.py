@@ -692,3 +692,24 @@ def test_a_young_idle_instance_may_go_only_when_each_decision_renews_its_unit(u,
     assert now - young.launch_time < steering.min_instance_age_intervals * steering.interval_s
     assert members["young"].releasable is releasable
     assert members["old"].releasable  # old enough, nothing it would lose
+
+
+def test_of_two_instances_that_may_go_the_one_whose_release_kills_no_work_goes_first():
+    """WIRE's release order: by the work a release would lose, then by when the paid unit ends."""
+    wf = build_workflow("w", "t", [TaskSpec(f"a{i}", "a") for i in range(7)])
+    state = RunState(wf)
+    now = 10_000.0
+    for i in range(6):  # a measured stage of 600-s tasks
+        _run(state, f"a{i}", now - 2000.0, now - 1400.0, host="busy" if i % 2 else "idle")
+    E = EventKind
+    state.apply_all(_events((now - 2.0, E.SUBMITTED, "a6"), (now - 2.0, E.STARTED, "a6", {"host": "busy"})))
+    predictor = DistributionPredictor(wf, PredictionConfig())
+    policy = SlowdownPolicy(predictor, DispatchLearner(wf, 2.0), SteeringConfig(charging_unit_s=60.0))
+    # u = 1 min: the busy instance's unit ends first (15 s), and killing its 2-s-old task would sink
+    # 7 s of work, under the 12 s Algorithm 2 allows; the idle one is paid 50 s more.
+    busy = Instance("busy", now - 1245.0, 4, CloudState.RUNNING)
+    idle = Instance("idle", now - 1210.0, 4, CloudState.RUNNING)
+    costs = policy._restart_costs(state, predictor.predict(state, now), [busy, idle], now)
+    assert 0.0 < costs["busy"] <= policy._restart_limit() and costs["idle"] == 0.0
+    decision = policy.plan(now, state, [busy, idle], np.empty(0, dtype=np.int64)).decision
+    assert decision.release == ["idle"]

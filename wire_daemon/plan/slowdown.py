@@ -24,7 +24,10 @@ start) would take. Every interval the policy
 Already-paid units are free: an instance is only ever let go when its paid
 unit is about to end (drained at once, terminated ``release_guard_s`` before
 the unit ends, as every policy here does), and until then the model counts
-its slots. Billed per second, a choice that ends before the next decision
+its slots. Of those that may go, the dearest type goes first, then the one
+whose release loses the least work, then the one whose unit ends first
+(WIRE's order: an idle instance goes before one whose young task a release
+would kill). Billed per second, a choice that ends before the next decision
 pays its pool only to that end at P90 (the pool goes when the workflow
 does), unless a running task is timed from a prior. An instance whose tasks
 would lose more than ``release_restart_cost_fraction`` x u of work
@@ -344,8 +347,12 @@ class SlowdownPolicy:
         # How long a job started now holds its slot: the frontier's mean task.
         lead = levels.work_s[0] / levels.tasks[0] if levels.tasks[0] > 0 else 0.0
         kept = [b for b in base if b.gone_at == math.inf]
-        # Fewer instances: the cheapest to let go leave at the end of their paid unit (the dearest type first).
-        going = sorted((b for b in kept if b.releasable), key=lambda b: (-b.dearness, b.paid_until, b.instance_id))
+        # Fewer instances: the cheapest to let go leave at the end of their paid unit: the dearest type first,
+        # then those whose release loses the least work, as WIRE's Algorithm 2 orders them.
+        going = sorted(
+            (b for b in kept if b.releasable),
+            key=lambda b: (-b.dearness, restart.get(b.instance_id, 0.0), b.paid_until, b.instance_id),
+        )
         dropped = {b.instance_id: replace(b, gone_at=b.paid_until) for b in going}
         low = max(config.min_instances, len(kept) - len(going), 1)
         high = max(config.max_instances if keep_at_most is None else min(config.max_instances, keep_at_most), low)
