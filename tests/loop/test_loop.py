@@ -5,6 +5,7 @@ import numpy as np
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig, SteeringConfig
 from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.journal import Journal, ReleasePostponed
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, build_workflow
@@ -80,6 +81,54 @@ def test_release_drains_now_and_terminates_at_its_time():
     assert loop.release_due(50.0) == ["i-00001"]
     assert site.list_instances() == []
     assert site.cost_units(50.0) == 1
+
+
+class Seen:
+    def __init__(self):
+        self.events = []
+
+    def notify(self, event):
+        self.events.append(event)
+
+
+class ReleaseThenPostpone:
+    """Releases the first instance to end at 50 s; at the next decision moves that end to 110 s."""
+
+    name = "test"
+
+    def __init__(self):
+        self.decisions = 0
+
+    def plan(self, now, state, instances, queue_order):
+        self.decisions += 1
+        first = instances[0].instance_id
+        if self.decisions == 1:
+            return PlanResult(SteeringDecision(0, 0, release=[first], release_at={first: 50.0}))
+        return PlanResult(SteeringDecision(0, 0, postpone={first: 110.0, "i-gone": 90.0}))
+
+
+def test_a_postponed_release_stays_drained_and_ends_at_its_new_time():
+    wf = build_workflow("w", "test", [TaskSpec("a", "A", runtime_s=100.0), TaskSpec("b", "A", runtime_s=30.0)])
+    site = EmulatedSite(
+        wf,
+        EmulationConfig(initial_instances=1, negotiation_interval_s=1.0, bill_initial_boot=False),
+        slots_per_instance=1,
+        billing=Billing(60.0),
+    )
+    site.advance_to(0.0)
+    condor = RecordingCondor()
+    journal, seen = Journal(), Seen()
+    journal.subscribe(seen)
+    loop = MapeLoop(
+        RunState(wf), site, site, condor, ReleaseThenPostpone(), SteeringConfig(), journal=journal, boost=False
+    )
+    loop.iterate(0.0)
+    loop.iterate(45.0)
+    assert loop.pending_releases == {"i-00001": 110.0}  # an instance not released is not made one
+    assert [e for e in seen.events if isinstance(e, ReleasePostponed)] == [ReleasePostponed(45.0, "i-00001", 110.0)]
+    assert condor.calls.count(("retire", "i-00001")) == 1  # drained once, and it stays so
+    assert loop.release_due(60.0) == []
+    assert loop.release_due(110.0) == ["i-00001"]
 
 
 def test_vectorised_boost_and_queue_order_match_the_one_by_one_scan():

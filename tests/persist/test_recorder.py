@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from wire_daemon.core.instances import CloudState, Instance, Lifecycle, LifecycleState
-from wire_daemon.core.journal import InstanceReleased, Journal
+from wire_daemon.core.journal import InstanceReleased, Journal, ReleasePostponed
 from wire_daemon.persist.recorder import StoreRecorder
 from wire_daemon.persist.store import StateStore
 
@@ -28,11 +28,13 @@ def test_each_published_move_is_persisted(tmp_path):
     life.move("i-1", S.DRAINING)
     journal.publish(InstanceReleased(20.0, "i-1", 3590.0))
     assert (store.instances()[0].state, store.instances()[0].release_at) == (S.DRAINING, 3590.0)
+    journal.publish(ReleasePostponed(3500.0, "i-1", 7190.0))  # its tasks would have been killed
+    assert (store.instances()[0].state, store.instances()[0].release_at) == (S.DRAINING, 7190.0)
     life.move("i-1", S.TERMINATING)
-    life.move("i-1", S.TERMINATED, reason="released", time=3590.0)
+    life.move("i-1", S.TERMINATED, reason="released", time=7190.0)
     assert store.instances() == []
     (ended,) = store.instances(live_only=False)
-    assert (ended.state, ended.end_reason, ended.ended_at) == (S.TERMINATED, "released", 3590.0)
+    assert (ended.state, ended.end_reason, ended.ended_at) == (S.TERMINATED, "released", 7190.0)
     store.close()
 
 

@@ -713,3 +713,32 @@ def test_of_two_instances_that_may_go_the_one_whose_release_kills_no_work_goes_f
     assert 0.0 < costs["busy"] <= policy._restart_limit() and costs["idle"] == 0.0
     decision = policy.plan(now, state, [busy, idle], np.empty(0, dtype=np.int64)).decision
     assert decision.release == ["idle"]
+
+
+@pytest.mark.parametrize(
+    "task_start, postponed",
+    [
+        (None, False),  # nothing runs on it: it goes as planned
+        (3000.0, False),  # a 600-s task ends at 3,600 s, before the termination at 3,650 s
+        (1000.0, True),  # overdue by 1,900 s: killed at 3,650 s it would be rerun from zero
+    ],
+)
+def test_a_drained_instance_is_kept_a_unit_more_when_its_termination_would_kill_a_task(task_start, postponed):
+    wf = build_workflow("w", "t", [TaskSpec(f"a{i}", "a") for i in range(7)])
+    state = RunState(wf)
+    for i in range(6):  # a measured stage of 600-s tasks
+        _run(state, f"a{i}", 0.0, 600.0, host="other")
+    if task_start is not None:
+        E = EventKind
+        state.apply_all(_events((task_start, E.SUBMITTED, "a6"), (task_start, E.STARTED, "a6", {"host": "i-1"})))
+    predictor = DistributionPredictor(wf, PredictionConfig())
+    policy = SlowdownPolicy(predictor, DispatchLearner(wf, 2.0), SteeringConfig(charging_unit_s=3600.0))
+    now = 3500.0  # the last decision before i-1's termination, released earlier to end with its first hour
+    policy.let_go("i-1", 3650.0)
+    draining = Instance("i-1", 60.0, 4, CloudState.RUNNING)
+    decision = policy.plan(now, state, [draining], np.empty(0, dtype=np.int64)).decision
+    if postponed:  # to the end of the hour the next decision (3,680 s) falls in, just before it
+        assert decision.postpone == {"i-1": 7250.0}
+        assert "draining kept" in decision.rule
+    else:
+        assert decision.postpone == {}

@@ -209,6 +209,17 @@ def test_draining_instances_do_not_count_toward_a_hold():
     assert decision.launch == 1 and decision.release == []
 
 
+@pytest.mark.parametrize("command, count", [("pause", None), ("hold", 2), ("drain-all", None)])
+def test_paused_or_held_a_drained_instance_s_kill_is_still_put_off_not_under_drain_all(command, count):
+    control = PoolControl()
+    control.apply(command, count)
+    lifecycle = Lifecycle([("i-0", LifecycleState.DRAINING), ("i-1", LifecycleState.JOINED)])
+    wanted = SteeringDecision(1, 1, postpone={"i-0": 7190.0}, rule="hold; 1 draining kept")
+    policy = ControlledPolicy(Wants(wanted), control, lifecycle, SteeringConfig())
+    decision = policy.plan(3500.0, None, _pool(2), np.empty(0, dtype=np.int64)).decision
+    assert decision.postpone == ({} if command == "drain-all" else {"i-0": 7190.0})
+
+
 def test_auto_passes_the_plan_through_untouched():
     wanted = SteeringDecision(4, 4, launch=1, rule="grow")
     policy = ControlledPolicy(Wants(wanted), PoolControl(), Lifecycle(), SteeringConfig())

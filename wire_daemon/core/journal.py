@@ -105,6 +105,15 @@ class InstanceReleased:
 
 
 @dataclass(frozen=True)
+class ReleasePostponed:
+    """A drained instance's termination moved to ``terminate_at``: its running tasks would have been killed."""
+
+    time: float
+    instance_id: str
+    terminate_at: float
+
+
+@dataclass(frozen=True)
 class InstancesTerminated:
     time: float
     instance_ids: tuple[str, ...]

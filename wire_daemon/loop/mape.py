@@ -25,6 +25,7 @@ from wire_daemon.core.journal import (
     InstancesTerminated,
     Journal,
     Notice,
+    ReleasePostponed,
     TasksBoosted,
     cloud_error,
 )
@@ -218,6 +219,8 @@ class MapeLoop:
         launched += self._launch(now, decision.spot_launches, decision.launch_type, Market.SPOT)
         for instance_id in decision.release:
             self._release(now, instance_id, decision.release_at.get(instance_id, now))
+        for instance_id, terminate_at in decision.postpone.items():
+            self._postpone(now, instance_id, terminate_at)
         self.release_due(now)
         self._place_jobs(plan.job_markets, plan.job_required)
         boosted = self.boost.apply(self.state, self.condor)
@@ -278,6 +281,12 @@ class MapeLoop:
             self.lifecycle.move(instance_id, LifecycleState.DRAINING)
         self.pending_releases[instance_id] = terminate_at
         self.journal.publish(InstanceReleased(now, instance_id, terminate_at))
+
+    def _postpone(self, now: float, instance_id: str, terminate_at: float) -> None:
+        """Move a drained instance's termination; it stays drained (no new job starts on it)."""
+        if instance_id in self.pending_releases:
+            self.pending_releases[instance_id] = terminate_at
+            self.journal.publish(ReleasePostponed(now, instance_id, terminate_at))
 
     def release_due(self, now: float) -> list[str]:
         """Terminate the drained instances whose time has come."""

@@ -4,14 +4,14 @@
 it publishes each move on the journal, and ``StoreRecorder`` persists what it
 publishes: a new instance's record, each change of state, the end the cloud
 confirmed (billing stops there), and the planned end of a drained instance
-(``InstanceReleased.terminate_at``), so a restarted daemon still terminates
-it at that time.
+(``InstanceReleased.terminate_at``, moved by ``ReleasePostponed``), so a
+restarted daemon still terminates it at that time.
 """
 
 from __future__ import annotations
 
 from wire_daemon.core.instances import InstanceMoved
-from wire_daemon.core.journal import InstanceReleased
+from wire_daemon.core.journal import InstanceReleased, ReleasePostponed
 from wire_daemon.persist.store import InstanceRecord, StateStore
 
 
@@ -24,7 +24,7 @@ class StoreRecorder:
     def notify(self, event: object) -> None:
         if isinstance(event, InstanceMoved):
             self._moved(event)
-        elif isinstance(event, InstanceReleased):
+        elif isinstance(event, (InstanceReleased, ReleasePostponed)):
             self.store.set_release_at(event.instance_id, event.terminate_at)
 
     def _moved(self, event: InstanceMoved) -> None:

@@ -29,6 +29,9 @@ class SteeringDecision:
     rule: str = ""  # which rule fired, for the decisions log
     launch_type: str = ""  # the instance type to launch (steering.instance_types); "": the configured one
     spot_launches: int = 0  # how many of ``launch`` buy spot capacity; the rest buy on-demand
+    # Instances released earlier whose termination moves later (instance -> new time): still draining,
+    # their running tasks would be killed at the time set before.
+    postpone: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -242,9 +242,11 @@ class ControlledPolicy:
                 len(staying),
                 wanted.planned,
                 rule=f"paused by the operator: no change (the policy wanted {wanted.target}: {wanted.rule})",
+                postpone=wanted.postpone,  # what was released stays so; a task its termination would kill is spared
             )
         else:
             decision = self._hold(now, staying, control.count, wanted)
+            decision.postpone = wanted.postpone
         return replace(result, decision=decision)
 
     def _hold(self, now: float, staying: list[Instance], count: int, wanted: SteeringDecision) -> SteeringDecision:
