@@ -10,7 +10,15 @@ from dataclasses import replace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from wire_daemon.core.journal import InstanceReleased, InstancesLaunched, Notice, back_off, cloud_error, limit_hit
+from wire_daemon.core.journal import (
+    InstanceReleased,
+    InstancesLaunched,
+    Notice,
+    ReleasePostponed,
+    back_off,
+    cloud_error,
+    limit_hit,
+)
 from wire_daemon.loop.mape import DecisionRecord
 from wire_daemon.service.metrics import KNOWN_LIMITS, Metrics, cloud_error_kinds
 
@@ -38,6 +46,7 @@ RECORD = DecisionRecord(
 EVENTS = [
     InstancesLaunched(530.0, ("i-1", "i-2")),
     InstanceReleased(535.0, "i-00005", 3590.0),
+    ReleasePostponed(3500.0, "i-00005", 7190.0),
     cloud_error("launching 2", "capacity", "ec2 launch: capacity (InsufficientInstanceCapacity): no room"),
     cloud_error("listing instances", "throttled", "ec2 list: throttled: slow down"),
     cloud_error("launching 1", "capacity", "ec2 launch: capacity: no room"),
@@ -92,6 +101,7 @@ def test_endpoint_reports_an_observed_record(served) -> None:
         "wire_decisions_total": 1,
         "wire_instances_launched_total": 2,
         "wire_instances_released_total": 1,
+        "wire_releases_postponed_total": 1,
         "wire_decision_seconds_count": 1,
     }
     for name, value in expected.items():

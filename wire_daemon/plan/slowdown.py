@@ -40,10 +40,10 @@ also kept when younger than ``min_instance_age_intervals``, unless every
 decision renews its unit (units no longer than the interval) and it is up
 with no task on it: kept idle it would pay an interval for nothing, and the
 model still keeps it when it is needed before it could come back. Before
-anything is measured, with units longer than the interval, the pool grows to a slot per
-queued or running task, as a reactive policy does. While a running task is
-predicted only from a prior, launches stop at a slot per queued or running
-task; once that has lasted two launch lags, so does what is kept.
+anything is measured, with units longer than the interval, the pool grows to
+a slot per queued or running task, as a reactive policy does. While a running
+task is predicted only from a prior, launches stop at a slot per queued or
+running task; once that has lasted two launch lags, so does what is kept.
 
 An operator's deadline (``steering.deadline``) replaces the target: the
 policy then takes the cheapest choice whose estimated end, at

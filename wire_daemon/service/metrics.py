@@ -26,7 +26,14 @@ from prometheus_client import (
 )
 
 from wire_daemon.core.errors import CloudError
-from wire_daemon.core.journal import CloudErrorNotice, InstanceReclaimed, InstanceReleased, InstancesLaunched, LimitHit
+from wire_daemon.core.journal import (
+    CloudErrorNotice,
+    InstanceReclaimed,
+    InstanceReleased,
+    InstancesLaunched,
+    LimitHit,
+    ReleasePostponed,
+)
 from wire_daemon.loop.mape import DecisionRecord
 
 DEFAULT_ADDRESS = "127.0.0.1"
@@ -84,6 +91,9 @@ class Metrics:
         self.decisions = counter("decisions", "MAPE iterations decided")
         self.launched = counter("instances_launched", "Instances launched")
         self.released = counter("instances_released", "Instances released")
+        self.postponed = counter(
+            "releases_postponed", "Terminations of released instances moved later: a task on them was running late"
+        )
         self.cloud_errors = counter("cloud_errors", "Cloud calls that failed, by error kind", ("kind",))
         self.limits_hit = counter("limits_hit", "Launches cut short by a safety limit, by limit", ("limit",))
         self.interruptions = counter(
@@ -105,6 +115,9 @@ class Metrics:
         elif isinstance(event, InstanceReleased):
             if not self.dry_run:
                 self.released.inc()
+        elif isinstance(event, ReleasePostponed):
+            if not self.dry_run:
+                self.postponed.inc()
         elif isinstance(event, CloudErrorNotice):
             kind = event.kind if event.kind in cloud_error_kinds() else CloudError.kind
             self.cloud_errors.labels(kind=kind).inc()
