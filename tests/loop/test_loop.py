@@ -212,3 +212,42 @@ class _NoCloud:
 
     def list_instances(self, include_unusable=False):
         return []
+
+
+class CountsOut:
+    name = "counts-out"
+
+    def __init__(self):
+        self.let_go_calls = []
+
+    def let_go(self, instance_id, at):
+        self.let_go_calls.append((instance_id, at))
+
+    def plan(self, now, state, instances, queue_order):
+        return PlanResult(SteeringDecision(len(instances), len(instances)))
+
+
+class Wrapper:
+    name = "wrapper"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def plan(self, now, state, instances, queue_order):
+        return self.inner.plan(now, state, instances, queue_order)
+
+
+def test_a_new_loop_takes_over_the_releases_of_the_last_and_tells_its_policy_through_wrappers():
+    wf = build_workflow("w", "test", [TaskSpec("a", "A", runtime_s=30.0)])
+    site = EmulatedSite(wf, EmulationConfig(initial_instances=1), slots_per_instance=1, billing=Billing(60.0))
+    inner = CountsOut()
+    loop = MapeLoop(RunState(wf), site, site, site, Wrapper(Wrapper(inner)), SteeringConfig(), boost=False)
+    pending = {"i-00001": 50.0}
+    loop.take_over_releases(pending)
+    pending["i-00002"] = 70.0  # the earlier loop's dict is its own
+    assert loop.pending_releases == {"i-00001": 50.0}
+    assert inner.let_go_calls == [("i-00001", 50.0)]
+    # A policy that keeps no count of released instances (WIRE, the baselines) is left alone.
+    plain = MapeLoop(RunState(wf), site, site, site, ReleaseFirstInstance(), SteeringConfig(), boost=False)
+    plain.take_over_releases({"i-00001": 50.0})
+    assert plain.pending_releases == {"i-00001": 50.0}

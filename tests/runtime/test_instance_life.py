@@ -19,7 +19,7 @@ from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings
 UNIT = 3600.0
 
 
-def _settings(root: Path, dry_run: bool = False) -> Settings:
+def _settings(root: Path, dry_run: bool = False, policy: str = "wire") -> Settings:
     root.mkdir(exist_ok=True)
     return Settings(
         site=SiteSettings(kind="condor", submit_root=str(root)),
@@ -27,7 +27,7 @@ def _settings(root: Path, dry_run: bool = False) -> Settings:
         condor=CondorSettings(control="off", settle_s=0.0),
         steering=SteeringConfig(min_instances=0, charging_unit_s=UNIT),
         safety=SafetyConfig(dry_run=dry_run),
-        policy="wire",
+        policy=policy,
     )
 
 
@@ -39,9 +39,12 @@ class Clock:
         return self.t
 
 
-def _runtime(tmp_path: Path, driver: FakeDriver, clock: Clock, dry_run: bool = False) -> SubmitHostRuntime:
+def _runtime(
+    tmp_path: Path, driver: FakeDriver, clock: Clock, dry_run: bool = False, policy: str = "wire"
+) -> SubmitHostRuntime:
     store = StateStore(tmp_path / "state.sqlite")
-    return SubmitHostRuntime(_settings(tmp_path / "submit", dry_run), store, Journal(), driver=driver, clock=clock)
+    settings = _settings(tmp_path / "submit", dry_run, policy)
+    return SubmitHostRuntime(settings, store, Journal(), driver=driver, clock=clock)
 
 
 def test_a_restart_between_the_release_and_its_time_terminates_at_that_time(tmp_path):
@@ -67,6 +70,24 @@ def test_a_restart_between_the_release_and_its_time_terminates_at_that_time(tmp_
     assert up.instance_id not in driver.live  # not never
     (ended,) = again.store.instances(live_only=False)
     assert (ended.state, ended.end_reason, ended.ended_at) == (LifecycleState.TERMINATED, "released", release_at)
+    again.store.close()
+
+
+def test_after_a_restart_the_default_policy_knows_what_it_released_and_does_not_release_it_again(tmp_path):
+    driver, clock = FakeDriver(), Clock(EPOCH + UNIT - 100.0)
+    (up,) = driver.launch(1)
+    first = _runtime(tmp_path, driver, clock, policy="target-slowdown")
+    first.refresh()
+    assert first.loop.iterate(clock.t).released == [up.instance_id]
+    release_at = first.loop.pending_releases[up.instance_id]
+    first.store.close()
+
+    clock.t += 30.0
+    again = _runtime(tmp_path, driver, clock, policy="target-slowdown")
+    again.refresh()
+    record = again.loop.iterate(clock.t)
+    assert record.released == []  # counted out of the pool already, not drained and timed a second time
+    assert again.loop.pending_releases == {up.instance_id: release_at}
     again.store.close()
 
 

@@ -33,7 +33,7 @@ from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.ports import Cloud, CondorControl, Observations
 from wire_daemon.ports.memory import JobSizer
-from wire_daemon.ports.policy import PlanResult, ScalingPolicy
+from wire_daemon.ports.policy import PlanResult, ScalingPolicy, tell_let_go
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +281,13 @@ class MapeLoop:
             self.lifecycle.move(instance_id, LifecycleState.DRAINING)
         self.pending_releases[instance_id] = terminate_at
         self.journal.publish(InstanceReleased(now, instance_id, terminate_at))
+
+    def take_over_releases(self, pending: dict[str, float]) -> None:
+        """Releases an earlier loop decided (a restart, a changed DAG): their timers, and the policy told,
+        so that it does not count a draining instance's slots as its own, nor release it again."""
+        self.pending_releases = dict(pending)
+        for instance_id, terminate_at in pending.items():
+            tell_let_go(self.policy, instance_id, terminate_at)
 
     def _postpone(self, now: float, instance_id: str, terminate_at: float) -> None:
         """Move a drained instance's termination; it stays drained (no new job starts on it)."""

@@ -72,7 +72,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TypeVar
 
 import numpy as np
 
@@ -83,7 +83,7 @@ from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.plan.slowdown import MEASURED
 from wire_daemon.plan.steering import release_time
-from wire_daemon.ports.policy import PlanResult, ScalingPolicy, SteeringDecision
+from wire_daemon.ports.policy import LetsGo, PlanResult, ScalingPolicy, SteeringDecision
 from wire_daemon.ports.prediction import Prediction
 
 CRITICAL_SHARE = 0.8
@@ -91,13 +91,6 @@ _D = TypeVar("_D", float, np.ndarray)  # one piece of work's length, or many
 PRIOR_SPOT_HOURS = 4.0  # how much the configured rate weighs against what is seen
 SWAP_MIN_LAGS = 4.0  # a swap must save more than this many launch lags of on-demand time
 SWAP_HOLD_INTERVALS = 2.0  # a drained instance's termination is set this many intervals past its tasks' end
-
-
-@runtime_checkable
-class LetsGo(Protocol):
-    """A policy that can count an instance out of its pool from a given time (a swap's drained instance)."""
-
-    def let_go(self, instance_id: str, at: float) -> None: ...
 
 
 class ReclaimRate:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -87,3 +87,21 @@ class ScalingPolicy(Protocol):
 
     def reconfigure(self, steering: SteeringConfig) -> None:
         """Take reloaded steering settings (SIGHUP) from the next plan on."""
+
+
+@runtime_checkable
+class LetsGo(Protocol):
+    """A policy that counts an instance out of its pool from a given time: released, terminated at ``at``."""
+
+    def let_go(self, instance_id: str, at: float) -> None: ...
+
+
+def tell_let_go(policy: object, instance_id: str, at: float) -> bool:
+    """Tell the first policy down a chain of wrappers (each holding the next as ``inner``) that counts
+    instances out of its pool; False when none does (a policy that keeps no such count)."""
+    while policy is not None:
+        if isinstance(policy, LetsGo):
+            policy.let_go(instance_id, at)
+            return True
+        policy = getattr(policy, "inner", None)
+    return False

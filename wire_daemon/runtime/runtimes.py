@@ -355,11 +355,11 @@ class SubmitHostRuntime:
             ),
         )
         if previous is not None:
-            loop.pending_releases = previous.pending_releases
+            loop.take_over_releases(previous.pending_releases)
             loop.terminated = previous.terminated
         else:  # a restart keeps every planned end the state file holds for the instances it follows
             ends = planned_ends(self.store)
-            loop.pending_releases = {i: at for i, at in ends.items() if self.lifecycle.state_of(i) is not None}
+            loop.take_over_releases({i: at for i, at in ends.items() if self.lifecycle.state_of(i) is not None})
         self.boosts.apply_to(loop)
         if self.spot_prices is not None:  # the ratio the cloud quotes, once read
             _apply_steering(loop, self._priced_settings())
