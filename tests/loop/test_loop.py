@@ -62,14 +62,15 @@ class ReleaseFirstInstance:
         return PlanResult(SteeringDecision(0, 0, release=[first], release_at={first: 50.0}))
 
 
+def _one_slot_site(wf):
+    """One instance of one slot up at the start, per-minute units, a negotiation every second."""
+    config = EmulationConfig(initial_instances=1, negotiation_interval_s=1.0, bill_initial_boot=False)
+    return EmulatedSite(wf, config, slots_per_instance=1, billing=Billing(60.0))
+
+
 def test_release_drains_now_and_terminates_at_its_time():
     wf = build_workflow("w", "test", [TaskSpec("a", "A", runtime_s=30.0), TaskSpec("b", "A", runtime_s=30.0)])
-    site = EmulatedSite(
-        wf,
-        EmulationConfig(initial_instances=1, negotiation_interval_s=1.0, bill_initial_boot=False),
-        slots_per_instance=1,
-        billing=Billing(60.0),
-    )
+    site = _one_slot_site(wf)
     site.advance_to(0.0)  # "a" or "b" starts on the only slot
     loop = MapeLoop(RunState(wf), site, site, site, ReleaseFirstInstance(), SteeringConfig(), boost=False)
     loop.iterate(0.0)
@@ -109,12 +110,7 @@ class ReleaseThenPostpone:
 
 def test_a_postponed_release_stays_drained_and_ends_at_its_new_time():
     wf = build_workflow("w", "test", [TaskSpec("a", "A", runtime_s=100.0), TaskSpec("b", "A", runtime_s=30.0)])
-    site = EmulatedSite(
-        wf,
-        EmulationConfig(initial_instances=1, negotiation_interval_s=1.0, bill_initial_boot=False),
-        slots_per_instance=1,
-        billing=Billing(60.0),
-    )
+    site = _one_slot_site(wf)
     site.advance_to(0.0)
     condor = RecordingCondor()
     journal, seen = Journal(), Seen()
