@@ -119,8 +119,9 @@ def test_a_postponed_release_stays_drained_and_ends_at_its_new_time():
         RunState(wf), site, site, condor, ReleaseThenPostpone(), SteeringConfig(), journal=journal, boost=False
     )
     loop.iterate(0.0)
-    loop.iterate(45.0)
+    record = loop.iterate(45.0)
     assert loop.pending_releases == {"i-00001": 110.0}  # an instance not released is not made one
+    assert record.postponed == ["i-00001"] and record.to_json()["postponed"] == ["i-00001"]
     assert [e for e in seen.events if isinstance(e, ReleasePostponed)] == [ReleasePostponed(45.0, "i-00001", 110.0)]
     assert condor.calls.count(("retire", "i-00001")) == 1  # drained once, and it stays so
     assert loop.release_due(60.0) == []

@@ -81,6 +81,19 @@ def test_a_dry_run_decision_says_what_it_would_have_done():
     assert "launching" not in words and "releasing" not in words and "terminated" not in words
 
 
+def test_a_release_put_off_for_a_task_running_late_is_said():
+    kept = LONG | {
+        "pool": 9,
+        "target": 9,
+        "launched": [],
+        "postponed": ["i-00015"],
+        "rule": "hold; 1 draining kept to a later unit's end: their tasks would be killed; target end in 9712 s",
+    }
+    words = decision_words(kept)
+    assert words.startswith("pool stays at 9, kept draining 1 (i-00015): no change needed")
+    assert "would keep draining 1" in decision_words(kept | {"dry_run": True})
+
+
 def _stage(name, done, running, tasks, each):
     return StageStatus(name, tasks, done, running, 0, tasks - done - running, each, 2)
 

@@ -53,6 +53,7 @@ class DecisionRecord:
     launched: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)  # drained now, terminated when their unit ends
     terminated: list[str] = field(default_factory=list)  # terminated since the previous record
+    postponed: list[str] = field(default_factory=list)  # released earlier, their termination moved later
     rule: str = ""
     upcoming_tasks: int = 0
     upcoming_load_s: float = 0.0
@@ -93,7 +94,7 @@ class DecisionRecord:
             del record["estimates"]
         if self.full_pool_makespan_s is None:
             del record["full_pool_makespan_s"]
-        for unset in [key for key in ("dry_run", "load_change") if not record[key]]:
+        for unset in [key for key in ("dry_run", "load_change", "postponed") if not record[key]]:
             del record[unset]
         return record | {"notes": [n.line for n in self.notices]}
 
@@ -219,14 +220,13 @@ class MapeLoop:
         launched += self._launch(now, decision.spot_launches, decision.launch_type, Market.SPOT)
         for instance_id in decision.release:
             self._release(now, instance_id, decision.release_at.get(instance_id, now))
-        for instance_id, terminate_at in decision.postpone.items():
-            self._postpone(now, instance_id, terminate_at)
+        postponed = [i for i, at in decision.postpone.items() if self._postpone(now, i, at)]
         self.release_due(now)
         self._place_jobs(plan.job_markets, plan.job_required)
         boosted = self.boost.apply(self.state, self.condor)
         if boosted:
             self.journal.publish(TasksBoosted(now, tuple(boosted), self.boost.priority))
-        return self._record(now, plan, len(instances), launched, len(boosted), decision_s)
+        return self._record(now, plan, len(instances), launched, postponed, len(boosted), decision_s)
 
     def _place_jobs(self, markets: dict[int, Market], required: set[int]) -> None:
         """Ask Condor to start each queued task on the market the plan chose for it (once per change)."""
@@ -289,11 +289,14 @@ class MapeLoop:
         for instance_id, terminate_at in pending.items():
             tell_let_go(self.policy, instance_id, terminate_at)
 
-    def _postpone(self, now: float, instance_id: str, terminate_at: float) -> None:
-        """Move a drained instance's termination; it stays drained (no new job starts on it)."""
-        if instance_id in self.pending_releases:
-            self.pending_releases[instance_id] = terminate_at
-            self.journal.publish(ReleasePostponed(now, instance_id, terminate_at))
+    def _postpone(self, now: float, instance_id: str, terminate_at: float) -> bool:
+        """Move a drained instance's termination; it stays drained (no new job starts on it). False: it
+        was not waiting for one."""
+        if instance_id not in self.pending_releases:
+            return False
+        self.pending_releases[instance_id] = terminate_at
+        self.journal.publish(ReleasePostponed(now, instance_id, terminate_at))
+        return True
 
     def release_due(self, now: float) -> list[str]:
         """Terminate the drained instances whose time has come."""
@@ -328,7 +331,14 @@ class MapeLoop:
         return done
 
     def _record(
-        self, now: float, plan: PlanResult, pool: int, launched: list[str], boosted: int, decision_s: float
+        self,
+        now: float,
+        plan: PlanResult,
+        pool: int,
+        launched: list[str],
+        postponed: list[str],
+        boosted: int,
+        decision_s: float,
     ) -> DecisionRecord:
         upcoming, full = plan.upcoming, plan.full_pool_makespan_s
         return DecisionRecord(
@@ -343,6 +353,7 @@ class MapeLoop:
             launched=launched,
             released=list(plan.decision.release),
             terminated=self.take_terminated(),
+            postponed=postponed,
             rule=plan.decision.rule,
             upcoming_tasks=len(upcoming) if upcoming is not None else 0,
             upcoming_load_s=float(upcoming.remaining_s.sum()) if upcoming is not None else 0.0,

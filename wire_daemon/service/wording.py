@@ -212,6 +212,7 @@ def _actions(r: dict[str, Any], ids: bool = True) -> list[str]:
         ("launched", "would launch" if would else "launching"),
         ("released", "would release" if would else "releasing"),
         ("terminated", "would terminate" if would else "terminated"),
+        ("postponed", "would keep draining" if would else "kept draining"),  # a task on it is running late
     )
     shown = {key: list(r.get(key) or []) for key, _ in verbs}
     if shown["terminated"] and set(shown["released"]) <= set(shown["terminated"]):
