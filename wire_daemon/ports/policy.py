@@ -96,12 +96,11 @@ class LetsGo(Protocol):
     def let_go(self, instance_id: str, at: float) -> None: ...
 
 
-def tell_let_go(policy: object, instance_id: str, at: float) -> bool:
+def tell_let_go(policy: object, instance_id: str, at: float) -> None:
     """Tell the first policy down a chain of wrappers (each holding the next as ``inner``) that counts
-    instances out of its pool; False when none does (a policy that keeps no such count)."""
+    instances out of its pool; none may (WIRE and the baselines keep no such count)."""
     while policy is not None:
         if isinstance(policy, LetsGo):
             policy.let_go(instance_id, at)
-            return True
+            return
         policy = getattr(policy, "inner", None)
-    return False
