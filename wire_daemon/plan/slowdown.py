@@ -152,6 +152,12 @@ def quantile_levels(model: LevelModel, state: RunState, prediction: Prediction, 
     return model.remaining(state, replace(prediction, remaining_mean_s=p90, remaining_s=p90), dispatch)
 
 
+def _sunk(state: RunState, task: int, moment: float) -> float:
+    """The work a running task loses if its instance is terminated at ``moment``: what it will have run by
+    then, and what earlier kills already cost it."""
+    return moment - float(state.start_time[task]) + float(state.lost_s[task])
+
+
 def _running_end_guessed(state: RunState, prediction: Prediction) -> bool:
     """Whether a running pool task is timed only from a prior: then when it, and the workflow, ends is a guess."""
     running = (state.status == RUNNING_TASK) & state.workflow.on_pool
@@ -491,8 +497,7 @@ class SlowdownPolicy:
             measured = int(prediction.policy[task]) in MEASURED  # a prior says little about when it ends
             if now + float(p90[task]) <= moment and on_time and measured and lost == 0.0:
                 continue  # ends before the instance goes; an overdue task, or one killed once, is never risked
-            sunk = moment - start + lost
-            cost[host] = max(cost[host], sunk)
+            cost[host] = max(cost[host], _sunk(state, task, moment))
         return cost
 
     def _postpone_kills(
@@ -520,9 +525,8 @@ class SlowdownPolicy:
             if instance is None or host in later:
                 continue
             moment = self._released[host]
-            start = float(state.start_time[task])
             killed = now + float(prediction.remaining_s[task]) > moment
-            if killed and moment - start + float(state.lost_s[task]) > limit:
+            if killed and _sunk(state, task, moment) > limit:
                 at = release_time(
                     next_decision, billing.time_to_next_charge(instance.launch_time, next_decision), guard
                 )
