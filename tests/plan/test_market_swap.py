@@ -10,7 +10,7 @@ from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.plan.placement import SWAP_HOLD_INTERVALS, MarketPlacement
-from wire_daemon.ports.policy import PlanResult, SteeringDecision
+from wire_daemon.ports.policy import PlanResult, SteeringDecision, tell_let_go
 from wire_daemon.ports.prediction import POLICY_NOT_STARTED, POLICY_STAGE_MEDIAN, Prediction
 
 HOUR = 3600.0
@@ -157,3 +157,37 @@ def test_a_drained_instance_s_free_slots_do_not_count_for_work_that_wants_on_dem
     result = _plan(policy, state, pool, now=NOW + INTERVAL, queue=("L2",))
     assert result.decision.launch == 1 and result.decision.spot_launches == 0  # the shield buys on-demand
     assert result.job_required == {wf.index_of("L2")}
+
+
+def test_a_new_loop_takes_over_a_swap_under_way_and_does_not_replace_it_twice():
+    wf = _workflow()
+    first = MarketPlacement(_Holds(), STEERING)
+    busy = _plan(first, _state(wf, {"L2": "i-spot", "S0": "i-od"}), _pool("i-od")).decision
+    assert busy.release == ["i-od"] and busy.launch == 0
+    inner = _Holds()
+    restarted = MarketPlacement(inner, STEERING)  # a restart: a new policy, told what is under way
+    tell_let_go(restarted, "i-od", busy.release_at["i-od"])
+    assert inner.let_go_calls == [("i-od", busy.release_at["i-od"])]
+    then = NOW + INTERVAL
+    idle = _plan(restarted, _state(wf, {"L2": "i-spot"}), _pool("i-od"), now=then).decision
+    assert idle.release_at["i-od"] == then and idle.launch == 0  # terminated now; no second spot launch for it
+
+
+def test_a_release_taken_over_is_no_room_for_work_that_wants_on_demand():
+    wf = _workflow()
+    policy = MarketPlacement(_Holds(), STEERING)
+    tell_let_go(policy, "i-od", NOW + HOUR)  # draining since before the restart
+    state = _state(wf, {"S1": "i-spot"}, queued=("L2",))
+    result = _plan(policy, state, _pool("i-od"), queue=("L2",))
+    assert result.decision.launch == 1 and result.decision.spot_launches == 0  # the shield buys on-demand
+    assert result.job_required == {wf.index_of("L2")}
+
+
+def test_a_spot_instance_released_before_a_restart_is_not_counted_as_a_reclaim():
+    wf = _workflow()
+    policy = MarketPlacement(_Holds(), STEERING)
+    tell_let_go(policy, "i-spot", NOW + 60.0)
+    state = _state(wf, {"L2": "i-od"})
+    _plan(policy, state, _pool("i-od"))
+    _plan(policy, state, _pool("i-od")[1:], now=NOW + INTERVAL)  # i-spot terminated by our own hand
+    assert policy.rate.reclaims == 0

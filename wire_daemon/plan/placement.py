@@ -64,6 +64,14 @@ replacement's spot price over its running tasks' time plus
 ``SWAP_MIN_LAGS`` launch lags of on-demand time; and only within
 ``max_instances``, and for a policy that can count an instance out of its
 pool (``let_go``).
+
+A new loop (a restart, a change of the followed DAG) builds a new placement
+and tells it the releases under way (``let_go``). A spot instance among them
+ends by our hand, not by a reclaim. Whether an on-demand one was let go for
+a swap or by the scaling policy is not recorded; it is held as a swap under
+way, the safe reading: its slots are no room for on-demand work, it is not
+swapped a second time (a second spot instance launched for it), and its
+termination follows its running tasks rather than killing them.
 """
 
 from __future__ import annotations
@@ -83,7 +91,7 @@ from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.plan.slowdown import MEASURED
 from wire_daemon.plan.steering import release_time
-from wire_daemon.ports.policy import LetsGo, PlanResult, ScalingPolicy, SteeringDecision
+from wire_daemon.ports.policy import LetsGo, PlanResult, ScalingPolicy, SteeringDecision, tell_let_go
 from wire_daemon.ports.prediction import Prediction
 
 CRITICAL_SHARE = 0.8
@@ -191,12 +199,22 @@ class MarketPlacement:
         self.name = inner.name
         self.rate = ReclaimRate(steering.spot_interruptions_per_hour)
         self._swaps: dict[str, float] = {}  # on-demand instance drained for a swap -> when it is terminated
+        self._taken_over: dict[str, float] = {}  # releases an earlier loop decided, until the next plan
 
     def reconfigure(self, steering: SteeringConfig) -> None:
         self.config = steering
         self.inner.reconfigure(steering)
 
+    def let_go(self, instance_id: str, at: float) -> None:
+        """A release an earlier loop decided, terminated at ``at`` (see the module)."""
+        self.rate.released([instance_id])
+        self._taken_over[instance_id] = at
+        tell_let_go(self.inner, instance_id, at)
+
     def plan(self, now: float, state: RunState, instances: Sequence[Instance], queue_order: np.ndarray) -> PlanResult:
+        on_demand = {i.instance_id for i in instances if i.market is Market.ON_DEMAND}
+        self._swaps = {i: at for i, at in (self._swaps | self._taken_over).items() if i in on_demand}
+        self._taken_over.clear()
         self.rate.observe(now, instances)
         result = self.inner.plan(now, state, instances, queue_order)
         decision = result.decision
@@ -321,7 +339,6 @@ class MarketPlacement:
         """
         config = self.config
         live = {i.instance_id: i for i in instances}
-        self._swaps = {i: at for i, at in self._swaps.items() if i in live}
         hosted: dict[str, list[int]] = defaultdict(list)
         for task, host in state.host.items():
             hosted[host].append(task)
