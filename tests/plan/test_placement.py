@@ -123,6 +123,16 @@ def test_the_reclaim_rate_is_learned_from_spot_instances_that_vanish_unreleased(
     assert rate.per_second == pytest.approx((0.05 * PRIOR_SPOT_HOURS + 1) / ((PRIOR_SPOT_HOURS + 4) * HOUR))
 
 
+def test_a_reloaded_prior_rate_applies_and_what_was_seen_stays_counted():
+    policy = MarketPlacement(_Launches(0), replace(STEERING, spot_interruptions_per_hour=0.05))
+    spot = [Instance(f"i-{n}", 0.0, 4, market=Market.SPOT) for n in range(2)]
+    policy.rate.observe(0.0, spot)
+    policy.rate.observe(HOUR, spot[1:])  # one reclaim over two spot instance-hours
+    policy.reconfigure(replace(STEERING, spot_interruptions_per_hour=0.5))
+    assert policy.rate.reclaims == 1
+    assert policy.rate.per_second == pytest.approx((0.5 * PRIOR_SPOT_HOURS + 1) / ((PRIOR_SPOT_HOURS + 2) * HOUR))
+
+
 def test_reclaims_seen_together_count_as_one_event():
     rate = ReclaimRate(prior_per_hour=0.05)
     spot = [Instance(f"i-{n}", 0.0, 4, market=Market.SPOT) for n in range(6)]

@@ -203,6 +203,7 @@ class MarketPlacement:
 
     def reconfigure(self, steering: SteeringConfig) -> None:
         self.config = steering
+        self.rate.prior_per_hour = steering.spot_interruptions_per_hour  # what was seen stays counted
         self.inner.reconfigure(steering)
 
     def let_go(self, instance_id: str, at: float) -> None:
