@@ -7,7 +7,7 @@ from wire_daemon.core.errors import CloudCapacityError
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal
 from wire_daemon.core.pricing import Market
-from wire_daemon.execute.market_fallback import FallbackRule, SpotFallback
+from wire_daemon.execute.market_fallback import FallbackLedger, FallbackRule, SpotFallback
 
 
 def _after_two_reclaims(rule: FallbackRule) -> tuple[SpotFallback, Sequence[Instance]]:
@@ -79,3 +79,19 @@ def test_spot_instances_gone_while_the_pool_was_unwatched_neither_count_nor_back
     cloud.reclaim(1)  # watched again
     fallback.list_instances()
     assert fallback.interruptions == 1
+
+
+def test_a_ledger_handed_to_a_new_fallback_keeps_its_back_off_and_what_we_terminated():
+    cloud = MemoryCloud(lambda: 0.0)
+    ledger = FallbackLedger()
+    first = SpotFallback(cloud, lambda: 100.0, Journal(), FallbackRule(), ledger)
+    made = first.launch(3, market=Market.SPOT)
+    first.list_instances()
+    first.terminate([made[0].instance_id])  # ours, gone before the next listing
+    cloud.reclaim(1)
+    cloud.launch = _short_of_spot(cloud.launch)
+    first.launch(1, market=Market.SPOT)  # a capacity error: a back-off
+    second = SpotFallback(cloud, lambda: 200.0, Journal(), FallbackRule(), ledger)  # a new DAG, a new loop
+    second.list_instances()
+    assert second.backed_off("")
+    assert second.interruptions == 1  # the instance reclaimed, not the one the last loop terminated

@@ -61,24 +61,35 @@ class SpotBackOff(Notice):
 
 
 @dataclass
-class _Ledger:
+class FallbackLedger:
+    """What the fallback has seen of the spot market. A daemon keeps one across its loops (a new DAG builds
+    a new loop, not a new market): a back-off outlives the workflow that hit it, and an instance terminated
+    under the last loop is still ours under the next."""
+
     interruptions: dict[str, list[float]] = field(default_factory=dict)  # type -> reclaim times
     backed_off_until: dict[str, float] = field(default_factory=dict)  # type -> end of its back-off
+    spot: dict[str, str] = field(default_factory=dict)  # live spot instance -> its type
+    ours_ended: set[str] = field(default_factory=set)  # spot instances we terminated
+    events: dict[str, list[float]] = field(default_factory=dict)  # type -> times of the reclaim events counted
+    unwatched: bool = False  # the pool went unwatched: instances gone at the next listing are no reclaims
 
 
 class SpotFallback:
     """A ``Cloud`` whose spot launches fall back to on-demand; it counts interruptions."""
 
-    def __init__(self, cloud: Cloud, clock: Callable[[], float], journal: Journal, rule: FallbackRule) -> None:
+    def __init__(
+        self,
+        cloud: Cloud,
+        clock: Callable[[], float],
+        journal: Journal,
+        rule: FallbackRule,
+        ledger: FallbackLedger | None = None,
+    ) -> None:
         self.cloud = cloud
         self.clock = clock
         self.journal = journal
         self.rule = rule
-        self.ledger = _Ledger()
-        self._spot: dict[str, str] = {}  # live spot instance -> its type
-        self._ours_ended: set[str] = set()
-        self._events: dict[str, list[float]] = {}  # type -> times of the reclaim events the back-off counts
-        self._unwatched = False
+        self.ledger = ledger if ledger is not None else FallbackLedger()
 
     @property
     def slots_per_instance(self) -> int:
@@ -91,7 +102,7 @@ class SpotFallback:
     def list_instances(self, include_unusable: bool = False) -> Sequence[Instance]:
         listed = self.cloud.list_instances(include_unusable)
         self._notice_reclaims({i.instance_id for i in listed})
-        self._spot.update({i.instance_id: i.instance_type for i in listed if i.market is Market.SPOT})
+        self.ledger.spot.update({i.instance_id: i.instance_type for i in listed if i.market is Market.SPOT})
         return listed
 
     def find_request(self, request_id: str) -> Sequence[Instance]:
@@ -99,7 +110,7 @@ class SpotFallback:
 
     def excuse_vanished(self, why: str) -> None:
         """The pool goes unwatched: spot instances gone at the next listing are no reclaims (``GuardedCloud``)."""
-        self._unwatched = True
+        self.ledger.unwatched = True
         excuse = getattr(self.cloud, "excuse_vanished", None)
         if callable(excuse):
             excuse(why)
@@ -122,7 +133,7 @@ class SpotFallback:
 
     def terminate(self, instance_ids: Sequence[str]) -> Sequence[str]:
         ended = self.cloud.terminate(instance_ids)
-        self._ours_ended.update(ended)
+        self.ledger.ours_ended.update(i for i in ended if i in self.ledger.spot)
         return ended
 
     def backed_off(self, instance_type: str) -> bool:
@@ -130,16 +141,18 @@ class SpotFallback:
 
     def _launch(self, count: int, request_id: str | None, instance_type: str, market: Market) -> Sequence[Instance]:
         made = self.cloud.launch(count, request_id, instance_type=instance_type, market=market)
-        self._spot.update({i.instance_id: i.instance_type for i in made if i.market is Market.SPOT})
+        self.ledger.spot.update({i.instance_id: i.instance_type for i in made if i.market is Market.SPOT})
         return made
 
     def _notice_reclaims(self, live: set[str]) -> None:
         now = self.clock()
         events: dict[str, int] = {}  # type -> reclaim events seen in this listing
-        unwatched, self._unwatched = self._unwatched, False
-        for instance_id in [i for i in self._spot if i not in live]:
-            kind = self._spot.pop(instance_id)
-            if instance_id in self._ours_ended or unwatched:
+        unwatched, self.ledger.unwatched = self.ledger.unwatched, False
+        for instance_id in [i for i in self.ledger.spot if i not in live]:
+            kind = self.ledger.spot.pop(instance_id)
+            ours = instance_id in self.ledger.ours_ended
+            self.ledger.ours_ended.discard(instance_id)
+            if ours or unwatched:
                 continue
             times = [t for t in self.ledger.interruptions.get(kind, []) if t > now - self.rule.window_s]
             times.append(now)
@@ -150,11 +163,13 @@ class SpotFallback:
                 )
             )
             events[kind] = 1 if self.rule.bursts_count_once else events.get(kind, 0) + 1
-            self._events[kind] = [t for t in self._events.get(kind, []) if t > now - self.rule.window_s]
+            self.ledger.events[kind] = [t for t in self.ledger.events.get(kind, []) if t > now - self.rule.window_s]
         for kind, count in events.items():
-            self._events[kind] += [now] * count
-            if self.rule.back_off_on_reclaims and len(self._events[kind]) >= self.rule.interruptions_to_back_off:
-                self._back_off(kind, f"{len(self._events[kind])} reclaims within {self.rule.window_s / 60:.0f} min")
+            self.ledger.events[kind] += [now] * count
+            if self.rule.back_off_on_reclaims and len(self.ledger.events[kind]) >= self.rule.interruptions_to_back_off:
+                self._back_off(
+                    kind, f"{len(self.ledger.events[kind])} reclaims within {self.rule.window_s / 60:.0f} min"
+                )
 
     def _back_off(self, instance_type: str, why: str) -> None:
         until = self.clock() + self.rule.back_off_s

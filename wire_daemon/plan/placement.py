@@ -193,11 +193,13 @@ def critical_paths(workflow: Workflow, remaining: np.ndarray, unfinished: np.nda
 class MarketPlacement:
     """Decorates a policy: each instance it launches buys spot or on-demand (see the module)."""
 
-    def __init__(self, inner: ScalingPolicy, steering: SteeringConfig) -> None:
+    def __init__(self, inner: ScalingPolicy, steering: SteeringConfig, rate: ReclaimRate | None = None) -> None:
         self.inner = inner
         self.config = steering
         self.name = inner.name
-        self.rate = ReclaimRate(steering.spot_interruptions_per_hour)
+        # A daemon hands in the rate its earlier loops learned: a new DAG is not a new market.
+        self.rate = rate if rate is not None else ReclaimRate(steering.spot_interruptions_per_hour)
+        self.rate.prior_per_hour = steering.spot_interruptions_per_hour
         self._swaps: dict[str, float] = {}  # on-demand instance drained for a swap -> when it is terminated
         self._taken_over: dict[str, float] = {}  # releases an earlier loop decided, until the next plan
 

@@ -35,8 +35,9 @@ from wire_daemon.core.journal import Journal
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.site import EmulatedSite, spot_market
-from wire_daemon.execute.market_fallback import FallbackRule, SpotFallback
+from wire_daemon.execute.market_fallback import FallbackLedger, FallbackRule, SpotFallback
 from wire_daemon.loop.mape import MapeLoop
+from wire_daemon.plan.placement import ReclaimRate
 from wire_daemon.ports import Cloud, CondorControl, Observations
 from wire_daemon.ports.memory import JobSizer, TaskShapes
 from wire_daemon.ports.policy import ScalingPolicy
@@ -62,6 +63,20 @@ class World:
 
 
 @dataclass
+class MarketMemory:
+    """What a daemon learns of the spot market, kept across its loops: a new DAG builds a new loop and a new
+    policy, not a new market. A replay runs one loop and starts with an empty one."""
+
+    fallback: FallbackLedger = field(default_factory=FallbackLedger)  # reclaims, back-offs, our terminations
+    reclaims: ReclaimRate | None = None  # the placement's learned rate, once a policy chooses markets
+
+    def reclaim_rate(self, prior_per_hour: float) -> ReclaimRate:
+        if self.reclaims is None:
+            self.reclaims = ReclaimRate(prior_per_hour)
+        return self.reclaims
+
+
+@dataclass
 class LoopOptions:
     """How one site runs the loop; the defaults are a replay's: the mode stays auto, nobody reads the journal."""
 
@@ -71,13 +86,16 @@ class LoopOptions:
     joined: Callable[[str], bool] | None = None  # does HTCondor see the instance's startd? None: running is joined
     memory: JobSizer | None = None  # the request_memory rightsizer, when it is on
     boost: bool = True  # raise the priority of each stage's first ready tasks
+    market: MarketMemory = field(default_factory=MarketMemory)
 
 
 def assemble_policy(
     policy: str, inputs: PolicyInputs, instance_memory_mib: float, shapes: TaskShapes | None, options: LoopOptions
 ) -> ScalingPolicy:
     """The named policy, choosing markets, shape-aware, under the operator's control."""
-    chosen = with_market(make_policy(policy, inputs), policy_entry(policy), inputs.steering)
+    steering = inputs.steering
+    reclaims = options.market.reclaim_rate(steering.spot_interruptions_per_hour)
+    chosen = with_market(make_policy(policy, inputs), policy_entry(policy), steering, reclaims)
     inner = shape_aware(chosen, inputs.steering, instance_memory_mib, shapes)
     return ControlledPolicy(inner, options.control, options.lifecycle, inputs.steering)
 
@@ -99,7 +117,7 @@ def assemble_loop(
         # A policy choosing each launch's market weighs reclaims itself: its fallback backs off on capacity only.
         chooses = entry.market is None and inputs.steering.market == "auto"
         rule = FallbackRule(bursts_count_once=chooses, back_off_on_reclaims=not chooses)
-        cloud = SpotFallback(cloud, world.clock, journal, rule)
+        cloud = SpotFallback(cloud, world.clock, journal, rule, options.market.fallback)
     return MapeLoop(
         inputs.state,
         world.observations,

@@ -30,7 +30,7 @@ from wire_daemon.core.run_state import RunState
 from wire_daemon.core.sections import config_key, parse
 from wire_daemon.plan.baselines import FullSitePolicy, PureReactivePolicy, ReactiveConservingPolicy
 from wire_daemon.plan.pfa import PFAConfig, PFAPolicy
-from wire_daemon.plan.placement import MarketPlacement
+from wire_daemon.plan.placement import MarketPlacement, ReclaimRate
 from wire_daemon.plan.shapes import ShapedPolicy
 from wire_daemon.plan.slowdown import SlowdownPolicy
 from wire_daemon.plan.spot_peers import annex_spot, reactive_spot
@@ -120,14 +120,17 @@ def make_policy(name: str, inputs: PolicyInputs) -> ScalingPolicy:
     return policy_entry(name).build(inputs)
 
 
-def with_market(policy: ScalingPolicy, entry: Policy, steering: SteeringConfig) -> ScalingPolicy:
+def with_market(
+    policy: ScalingPolicy, entry: Policy, steering: SteeringConfig, reclaims: ReclaimRate | None = None
+) -> ScalingPolicy:
     """``policy`` choosing each launch's market (steering.market spot or auto), or unchanged.
 
     Unchanged when launches buy on-demand, and for a policy whose entry names its own market.
+    ``reclaims``: the reclaim rate learned so far (None: from the configured prior on).
     """
     if steering.market == "on-demand" or entry.market is not None:
         return policy
-    return MarketPlacement(policy, steering)
+    return MarketPlacement(policy, steering, reclaims)
 
 
 def buys_spot(entry: Policy, steering: SteeringConfig) -> bool:

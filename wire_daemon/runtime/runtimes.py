@@ -55,7 +55,7 @@ from wire_daemon.persist.store import StateStore
 from wire_daemon.ports import Cloud
 from wire_daemon.ports.condor import SubmitHostCondor
 from wire_daemon.ports.memory import MemoryControl
-from wire_daemon.runtime.assembly import LoopOptions, World, assemble_loop, emulated_site
+from wire_daemon.runtime.assembly import LoopOptions, MarketMemory, World, assemble_loop, emulated_site
 from wire_daemon.runtime.builders import build_condor_control, build_driver
 from wire_daemon.runtime.control import PoolControl
 from wire_daemon.runtime.policies import PolicyInputs, market_at_submit, policy_entry
@@ -256,6 +256,7 @@ class SubmitHostRuntime:
         self.condor = self._condor_control()
         self.cloud = self._guarded_cloud(driver or build_driver(settings, store.daemon_id()))
         self.spot_prices = self._spot_price_book()
+        self.market = MarketMemory()  # what the loops learn of the spot market, kept from one DAG to the next
         self._reconcile()
         self.loop = self._new_loop(previous=None)
 
@@ -351,7 +352,12 @@ class SubmitHostRuntime:
             s.steering.instance_memory_mib,
             sizer,
             LoopOptions(
-                self.control, self.lifecycle, journal=self.journal, joined=self.condor.has_joined, memory=sizer
+                self.control,
+                self.lifecycle,
+                journal=self.journal,
+                joined=self.condor.has_joined,
+                memory=sizer,
+                market=self.market,
             ),
         )
         if previous is not None:
@@ -478,6 +484,7 @@ class SubmitHostRuntime:
         self.lifecycle = self._lifecycle()
         self.cloud = self._guarded_cloud(unwrap(self.cloud.driver))
         self.cloud.offers = self._offers()
+        self.market = MarketMemory()  # another pool: what the last one saw of the market is not its own
         self._reconcile()
         self.loop = self._new_loop(previous=None)
 
