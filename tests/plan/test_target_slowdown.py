@@ -687,8 +687,8 @@ def test_a_young_idle_instance_may_go_only_when_each_decision_renews_its_unit(u,
     now = 1000.0
     young = Instance("young", now - steering.interval_s, 4, state)  # younger than min_instance_age_intervals
     old = Instance("old", now - 10 * steering.interval_s, 4, CloudState.RUNNING)
-    hosts = frozenset({"old", "young"} if busy else {"old"})
-    members = {m.instance_id: m for m in policy._members(now, [young, old], [], {}, hosts)}
+    work_on = {"old": 60.0, "young": 60.0} if busy else {"old": 60.0}
+    members = {m.instance_id: m for m in policy._members(now, [young, old], [], {}, work_on)}
     assert now - young.launch_time < steering.min_instance_age_intervals * steering.interval_s
     assert members["young"].releasable is releasable
     assert members["old"].releasable  # old enough, nothing it would lose
@@ -742,3 +742,30 @@ def test_a_drained_instance_is_kept_a_unit_more_when_its_termination_would_kill_
         assert "draining kept" in decision.rule
     else:
         assert decision.postpone == {}
+
+
+def test_a_drained_instance_serves_only_the_tasks_on_it():
+    assert slowdown._serves_until(1000.0, 400.0, 240.0, 4) == 460.0  # 4 slots end 240 slot-s of work in 60 s
+    assert slowdown._serves_until(1000.0, 400.0, 0.0, 4) == 400.0  # idle: it takes no new job
+    assert slowdown._serves_until(450.0, 400.0, 4000.0, 4) == 450.0  # never past its termination
+
+
+@pytest.mark.parametrize("queued, released", [(4, True), (16, False)])
+def test_an_instance_is_let_go_only_if_the_rest_can_take_the_queue_it_would_not(queued, released):
+    """u = 15 min: both units end before the next decision, so a release drains the instance at once."""
+    now = 10_000.0
+    wf = build_workflow("w", "t", [TaskSpec(f"a{i}", "a") for i in range(14 + queued)])
+    state = RunState(wf)
+    for i in range(6):  # a measured stage of 60-s tasks
+        _run(state, f"a{i}", now - 1000.0, now - 940.0, host="i-a")
+    E = EventKind
+    running = [(f"a{6 + i}", "i-a" if i < 4 else "i-b") for i in range(8)]  # 30 s left each
+    events = [(now - 30.0, E.SUBMITTED, t) for t, _ in running]
+    events += [(now - 30.0, E.STARTED, t, {"host": h}) for t, h in running]
+    events += [(now - 30.0, E.SUBMITTED, f"a{14 + i}") for i in range(queued)]
+    state.apply_all(_events(*events))
+    predictor = DistributionPredictor(wf, PredictionConfig())
+    policy = SlowdownPolicy(predictor, DispatchLearner(wf, 2.0), SteeringConfig(charging_unit_s=900.0))
+    pool = [Instance(i, now - 730.0, 4, CloudState.RUNNING) for i in ("i-a", "i-b")]  # units end at now + 170
+    decision = policy.plan(now, state, pool, np.empty(0, dtype=np.int64)).decision
+    assert (len(decision.release) == 1) is released

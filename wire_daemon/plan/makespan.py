@@ -139,8 +139,8 @@ class LevelModel:
         waiting = status[left] == WAITING
         slot = np.where(waiting, self.level[left] + 1, 0)
         size = self.n_levels + 1
-        mean = _mean(prediction)[left]
-        p90 = _p90(prediction)[left]
+        mean = prediction.mean_remaining()[left]
+        p90 = prediction.p90_remaining()[left]
         pool = wf.on_pool[left]
         gap = dispatch.gap_per_task(wf.stage_of[left])
         if dispatch.gap_observations == 0:  # only a prior: charged to the jobs already queued, not to the DAG
@@ -162,7 +162,7 @@ class LevelModel:
         left = np.flatnonzero(state.status != DONE)
         lvl = self.level[left]
         pool = wf.on_pool[left]
-        mean, p90 = _mean(prediction)[left], np.nan_to_num(_p90(prediction)[left])
+        mean, p90 = prediction.mean_remaining()[left], np.nan_to_num(prediction.p90_remaining()[left])
         running = state.status[left] == RUNNING
         # A running task has run part of its occupancy already; the full pool would have run all of it.
         elapsed = np.nan_to_num(np.where(running, np.maximum(now - state.start_time[left], 0.0), 0.0))
@@ -378,11 +378,3 @@ def _busy_members(
         out.append(j)
         need -= order[j].slots
     return out
-
-
-def _mean(prediction: Prediction) -> np.ndarray:
-    return prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
-
-
-def _p90(prediction: Prediction) -> np.ndarray:
-    return prediction.remaining_p90_s if prediction.remaining_p90_s is not None else prediction.remaining_s

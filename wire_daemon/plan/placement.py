@@ -402,7 +402,7 @@ class MarketPlacement:
         retried = state.lost_s > 0
         if any(not self._worth(work, np.array([t]), bool(retried[t])) for t in tasks):
             return False  # shielded work runs there
-        p90 = prediction.remaining_p90_s if prediction.remaining_p90_s is not None else prediction.remaining_s
+        p90 = prediction.p90_remaining()
         busy = 0.0
         for t in tasks:  # an overdue task, or one predicted from a prior only, is never counted on to end
             if int(prediction.policy[t]) not in MEASURED or now - state.start_time[t] > prediction.occupancy_s[t]:
@@ -424,7 +424,7 @@ class MarketPlacement:
         """
         config = self.config
         if tasks:
-            p90 = prediction.remaining_p90_s if prediction.remaining_p90_s is not None else prediction.remaining_s
+            p90 = prediction.p90_remaining()
             left = np.nan_to_num(p90[np.asarray(tasks)], nan=0.0, posinf=0.0).clip(min=0.0)
             at = now + float(left.max()) + SWAP_HOLD_INTERVALS * config.interval_s
         else:
@@ -487,7 +487,7 @@ class _Work:
 
     @classmethod
     def of(cls, state: RunState, prediction: Prediction, default_s: float) -> _Work:
-        remaining = prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
+        remaining = prediction.mean_remaining()
         unfinished = state.status != TaskStatus.DONE
         paths = critical_paths(state.workflow, remaining, unfinished)
         longest = float(paths.max()) if paths.size else 0.0

@@ -107,7 +107,7 @@ class TaskTimeSampler:
 
     def __init__(self, state: RunState, prediction: Prediction, now: float) -> None:
         wf = state.workflow
-        mean = prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
+        mean = prediction.mean_remaining()
         self.fixed = np.where(state.status == DONE, np.nan, mean)
         done = np.asarray(state.completion_order, dtype=np.int64)
         self._draws: list[_Draws] = []
@@ -187,7 +187,7 @@ def simulate_pool_sizes(
     """The simulated makespan and cost for each pool size (``plan/simulate.py``), P50 and P90 as above."""
     origin = state.first_event_time if state.first_event_time is not None else now
     left = remaining_of(state, now)
-    mean = prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
+    mean = prediction.mean_remaining()
     ends = [sim.run(left, mean, _capacity(n, now, terms)).end for n in sizes]
     sampler = TaskTimeSampler(state, prediction, now)
     spread: np.ndarray | None = None

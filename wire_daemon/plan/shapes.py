@@ -191,7 +191,7 @@ def predicted_work(
     """
     if prediction is None:
         return Work()
-    remaining = prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
+    remaining = prediction.mean_remaining()
     tasks = np.concatenate([np.asarray(queue_order, dtype=np.int64), coming_tasks(state, remaining, horizon_s)])
     left = remaining[tasks]
     measured = np.isin(prediction.policy[tasks], MEASURED)

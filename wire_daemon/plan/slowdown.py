@@ -69,7 +69,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -250,7 +251,7 @@ class SlowdownPolicy:
             keep_at_most,
             aim,
             late_levels,
-            frozenset(state.host.values()),
+            _work_on_hosts(state, prediction),
             self._work_at_the_end(state, prediction, dispatch, late_levels),
         )
         floor = 0
@@ -287,7 +288,7 @@ class SlowdownPolicy:
         pool: Sequence[Instance],
         leaving: Sequence[Instance],
         restart: dict[str, float],
-        busy: frozenset[str] = frozenset(),
+        work_on: Mapping[str, float],
     ) -> list[PoolMember]:
         config = self.config
         billing, lag = config.billing, config.interval_s
@@ -301,11 +302,11 @@ class SlowdownPolicy:
             ready = now if i.state == CloudState.RUNNING else max(i.launch_time + lag, now)
             paid = now + billing.time_to_next_charge(i.launch_time, now)
             old_enough = now - i.launch_time >= min_age or (
-                young_may_go and i.state == CloudState.RUNNING and i.instance_id not in busy
+                young_may_go and i.state == CloudState.RUNNING and i.instance_id not in work_on
             )
             releasable = restart.get(i.instance_id, 0.0) <= limit and old_enough
             dear = dearness(config, i)
-            working = i.instance_id in busy  # the work running now is on it: the model puts it there first
+            working = i.instance_id in work_on  # the work running now is on it: the model puts it there first
             members.append(
                 PoolMember(
                     i.instance_id,
@@ -318,10 +319,11 @@ class SlowdownPolicy:
                     running_work=working,
                 )
             )
-        for i in leaving:  # released earlier: its slots serve until it is terminated, at no further cost
-            gone = self._released[i.instance_id]
+        for i in leaving:  # released earlier: drained, it ends the tasks on it, at no further cost
+            end = self._released[i.instance_id]
             ready = now if i.state == CloudState.RUNNING else i.launch_time + lag
-            members.append(PoolMember(i.instance_id, i.slots, ready, gone, i.launch_time, gone_at=gone, let_go=True))
+            gone = _serves_until(end, now, work_on.get(i.instance_id, 0.0), i.slots)
+            members.append(PoolMember(i.instance_id, i.slots, ready, end, i.launch_time, gone_at=gone, let_go=True))
         return members
 
     def _choices(
@@ -336,7 +338,7 @@ class SlowdownPolicy:
         keep_at_most: int | None = None,
         aim: _Aim | None = None,
         late_levels: Levels | None = None,
-        busy: frozenset[str] = frozenset(),
+        work_on: Mapping[str, float] | None = None,
         end_levels: Callable[[], Levels] | None = None,
     ) -> tuple[_Choice, list[_Choice], float, bool]:
         """The best pool size, every size looked at (at most that many instances for any level), and the deadline.
@@ -355,7 +357,8 @@ class SlowdownPolicy:
         config, model = self.config, self._model
         assert model is not None
         billing, lag, interval, slots = config.billing, config.interval_s, config.interval_s, config.slots_per_instance
-        base = rank_members(self._members(now, pool, leaving, restart, busy))
+        work_on = work_on or {}
+        base = rank_members(self._members(now, pool, leaving, restart, work_on))
         # How long a job started now holds its slot: the frontier's mean task.
         lead = levels.work_s[0] / levels.tasks[0] if levels.tasks[0] > 0 else 0.0
         kept = [b for b in base if b.gone_at == math.inf]
@@ -365,7 +368,16 @@ class SlowdownPolicy:
             (b for b in kept if b.releasable),
             key=lambda b: (-b.dearness, restart.get(b.instance_id, 0.0), b.paid_until, b.instance_id),
         )
-        dropped = {b.instance_id: replace(b, gone_at=b.paid_until) for b in going}
+        drains_now = now + interval + lead  # a unit ending before then is let go now: drained at once
+        dropped = {
+            b.instance_id: replace(
+                b,
+                gone_at=_serves_until(b.paid_until, now, work_on.get(b.instance_id, 0.0), b.slots)
+                if b.paid_until <= drains_now
+                else b.paid_until,
+            )
+            for b in going
+        }
         low = max(config.min_instances, len(kept) - len(going), 1)
         high = max(config.max_instances if keep_at_most is None else min(config.max_instances, keep_at_most), low)
         new_member = PoolMember("new", slots, now + lag, now, now)
@@ -486,7 +498,7 @@ class SlowdownPolicy:
             i.instance_id: release_time(now, billing.time_to_next_charge(i.launch_time, now), guard) for i in pool
         }
         cost = {i: 0.0 for i in moments}
-        p90 = prediction.remaining_p90_s if prediction.remaining_p90_s is not None else prediction.remaining_s
+        p90 = prediction.p90_remaining()
         for task, host in state.host.items():
             moment = moments.get(host)
             if moment is None:
@@ -760,6 +772,27 @@ class SlowdownPolicy:
         """Every unfinished pool task with its expected remaining slot time, dispatch included."""
         wf = state.workflow
         left = np.flatnonzero((state.status != 3) & wf.on_pool)
-        mean = prediction.remaining_mean_s if prediction.remaining_mean_s is not None else prediction.remaining_s
+        mean = prediction.mean_remaining()
         load = mean[left] + dispatch.gap_per_task(wf.stage_of[left])
         return UpcomingLoad(left, load, np.zeros(left.size), restart, 0)
+
+
+def _work_on_hosts(state: RunState, prediction: Prediction) -> dict[str, float]:
+    """Per instance running tasks: the work they have left (slot-seconds, at the mean)."""
+    left = np.nan_to_num(prediction.mean_remaining())
+    work: dict[str, float] = defaultdict(float)
+    for task, host in state.host.items():
+        work[host] += float(left[task])
+    return dict(work)
+
+
+def _serves_until(end: float, now: float, work_s: float, slots: int) -> float:
+    """Until when a drained instance adds to the pool's slots, as the fluid levels count them.
+
+    Drained, it takes no new job (Condor's drain; the loop drains an instance
+    the moment it is released): its slots only end the tasks on it, whose
+    work is ``work_s``. As a capacity the levels can use, that is all its
+    slots until the work is done, and never past its termination at ``end``.
+    Counted until ``end`` instead, a release looked free while tasks queued.
+    """
+    return min(end, now + work_s / slots) if slots > 0 else now

@@ -45,6 +45,14 @@ class Prediction:
     # task is not expected from another stage's spread; a promise to an operator must allow for it.
     remaining_p90_wide_s: np.ndarray | None = None
 
+    def mean_remaining(self) -> np.ndarray:
+        """The expected remaining occupancy where the predictor gives one, else its point prediction."""
+        return self.remaining_mean_s if self.remaining_mean_s is not None else self.remaining_s
+
+    def p90_remaining(self) -> np.ndarray:
+        """The 90th percentile of the remaining occupancy where the predictor gives one, else the point."""
+        return self.remaining_p90_s if self.remaining_p90_s is not None else self.remaining_s
+
     @classmethod
     def not_started(cls, n_tasks: int, distribution: bool = False) -> Prediction:
         """Policy 1 for every task (no task of its stage has started: 0 s), to be filled stage by stage."""
