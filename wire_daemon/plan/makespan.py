@@ -283,6 +283,13 @@ class InstancePlan:
     release_now: tuple[str, ...]
 
 
+def drains_now(paid_until: float, now: float, interval: float, drain_lead_s: float) -> bool:
+    """Is an instance paid until ``paid_until`` let go now, if let go at all: its unit ends before the next
+    decision, or so soon after it that a job started on it now would outlast the unit. The loop drains a
+    released instance at once (no new job starts on it) and terminates it at its unit's end."""
+    return paid_until <= now + interval + drain_lead_s
+
+
 def plan_instances(
     members: Sequence[PoolMember],
     schedule: Schedule,
@@ -336,9 +343,7 @@ def plan_instances(
             paid = launched
         else:
             paid = member.paid_until
-            # Its unit ends before the next decision, or so soon that a job started on
-            # it now would outlast the unit: let go now, it is drained at once.
-            expiring = paid <= next_decision + drain_lead_s
+            expiring = drains_now(paid, now, interval, drain_lead_s)
             needed_soon = bool(spans) and spans[0][0] < paid + comeback
             going = expiring and member.releasable and (not needed_soon or member.gone_at < math.inf)
             if going and staying > min_instances:

@@ -81,7 +81,15 @@ from wire_daemon.core.instances import CloudState, Instance
 from wire_daemon.core.pricing import SECONDS_PER_HOUR, Bill, Market, Span, bill, money
 from wire_daemon.core.run_state import DONE, WAITING, RunState
 from wire_daemon.core.run_state import RUNNING as RUNNING_TASK
-from wire_daemon.plan.makespan import LevelModel, Levels, PoolMember, capacity_of, plan_instances, rank_members
+from wire_daemon.plan.makespan import (
+    LevelModel,
+    Levels,
+    PoolMember,
+    capacity_of,
+    drains_now,
+    plan_instances,
+    rank_members,
+)
 from wire_daemon.plan.shapes import dearness
 from wire_daemon.plan.steering import release_time
 from wire_daemon.ports.policy import PlanResult, SizeEstimate, SteeringDecision, UpcomingLoad
@@ -368,12 +376,12 @@ class SlowdownPolicy:
             (b for b in kept if b.releasable),
             key=lambda b: (-b.dearness, restart.get(b.instance_id, 0.0), b.paid_until, b.instance_id),
         )
-        drains_now = now + interval + lead  # a unit ending before then is let go now: drained at once
+        # Let go now, an instance only ends the tasks on it; let go at a later decision, it serves until then.
         dropped = {
             b.instance_id: replace(
                 b,
                 gone_at=_serves_until(b.paid_until, now, work_on.get(b.instance_id, 0.0), b.slots)
-                if b.paid_until <= drains_now
+                if drains_now(b.paid_until, now, interval, lead)
                 else b.paid_until,
             )
             for b in going
