@@ -479,6 +479,23 @@ def test_estimates_and_the_deadline_read_as_times_from_the_decision():
     assert "4 instance(s): ends in 6.7 min, 8 more unit(s)" in words
     assert "5 instance(s) (chosen): ends in 5.0 min" in words and "the full pool would end in 30 s" in words
     assert "1795510" not in words
+    assert "~" not in words  # no bill yet: units only
+
+
+def test_estimates_are_given_in_money_too_at_what_a_unit_has_cost_so_far():
+    from wire_daemon.service.wording import decision_words
+
+    record = {
+        "time": 600.0,
+        "policy": "target-slowdown",
+        "planned": 5,
+        "rule": "hold",
+        "cost_units": 40,
+        "cost_money": 2.0,  # 0.05 a unit: spot and on-demand as bought so far
+        "currency": "USD",
+        "estimates": [{"size": 5, "makespan_s": 300.0, "cost_units": 6}],
+    }
+    assert "5 instance(s) (chosen): ends in 5.0 min, 6 more unit(s) (~0.30 USD)" in decision_words(record, True)
 
 
 # -- rules from the grid's reading (docs/decisions.md, "target-slowdown, second pass") -----------

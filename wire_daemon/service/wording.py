@@ -152,17 +152,23 @@ def estimate_words(r: dict[str, Any]) -> str:
 
     Where the operator (or the safe state) overrides the policy, the size the
     policy chose is named as the policy's, not as the pool's: the pool follows
-    the operator.
+    the operator. Once the run has a bill, each choice's units are also given in
+    money, at what a unit has cost so far (``~``): the policy prices its choices
+    in units, and which market and type each future launch buys is not decided
+    until it launches.
     """
 
     def ends(makespan_s: float) -> str:
         return f"ends in {duration(max(ends_in_s(r, makespan_s), 0.0))}"
 
     label = " (the policy's choice)" if overridden(r) else " (chosen)"
+    per_unit = _money_per_unit(r)
+    currency = f" {r['currency']}" if r.get("currency") else ""
     cells = []
     for e in r.get("estimates") or []:
         chosen = label if e.get("size") == r.get("planned") else ""
-        cells.append(f"{e['size']} instance(s){chosen}: {ends(e['makespan_s'])}, {e['cost_units']} more unit(s)")
+        money = f" (~{e['cost_units'] * per_unit:.2f}{currency})" if per_unit is not None else ""
+        cells.append(f"{e['size']} instance(s){chosen}: {ends(e['makespan_s'])}, {e['cost_units']} more unit(s){money}")
     text = "estimates: " + "; ".join(cells)
     full = r.get("full_pool_makespan_s")
     if isinstance(full, (int, float)):  # from the workflow's start: that end may be past already
@@ -231,6 +237,15 @@ def _change(r: dict[str, Any], acted: bool) -> str:
     if acted:
         return f"pool {pool} -> {target}"
     return f"pool {pool}, aiming at {target}"  # earlier releases under way, or launches held back by a limit
+
+
+def _money_per_unit(r: dict[str, Any]) -> float | None:
+    """What a unit has cost this run so far, on average (its markets and types as they were bought): the
+    price the estimates' units are given in money at. None before any money is known."""
+    units, money = r.get("cost_units"), r.get("cost_money")
+    if isinstance(units, int) and units > 0 and isinstance(money, (int, float)):
+        return float(money) / units
+    return None
 
 
 def _money(r: dict[str, Any]) -> str:
