@@ -96,8 +96,8 @@ def assemble_policy(
     steering = inputs.steering
     reclaims = options.market.reclaim_rate(steering.spot_interruptions_per_hour)
     chosen = with_market(make_policy(policy, inputs), policy_entry(policy), steering, reclaims)
-    inner = shape_aware(chosen, inputs.steering, instance_memory_mib, shapes)
-    return ControlledPolicy(inner, options.control, options.lifecycle, inputs.steering)
+    inner = shape_aware(chosen, steering, instance_memory_mib, shapes)
+    return ControlledPolicy(inner, options.control, options.lifecycle, steering)
 
 
 def assemble_loop(
