@@ -92,20 +92,32 @@ class Seen:
         self.events.append(event)
 
 
-class ReleaseThenPostpone:
-    """Releases the first instance to end at 50 s; at the next decision moves that end to 110 s."""
+class Scripted:
+    """A policy whose n-th plan is its n-th answer (the last one from then on); an answer is a function of
+    the state and the instances listed, giving the PlanResult."""
 
     name = "test"
 
-    def __init__(self):
-        self.decisions = 0
+    def __init__(self, *answers):
+        self.answers = answers
+        self.plans = 0
 
     def plan(self, now, state, instances, queue_order):
-        self.decisions += 1
+        self.plans += 1
+        return self.answers[min(self.plans, len(self.answers)) - 1](state, instances)
+
+
+def _release_then_postpone() -> Scripted:
+    """Releases the first instance to end at 50 s; at the next decision moves that end to 110 s."""
+
+    def release(state, instances):
         first = instances[0].instance_id
-        if self.decisions == 1:
-            return PlanResult(SteeringDecision(0, 0, release=[first], release_at={first: 50.0}))
-        return PlanResult(SteeringDecision(0, 0, postpone={first: 110.0, "i-gone": 90.0}))
+        return PlanResult(SteeringDecision(0, 0, release=[first], release_at={first: 50.0}))
+
+    def postpone(state, instances):
+        return PlanResult(SteeringDecision(0, 0, postpone={instances[0].instance_id: 110.0, "i-gone": 90.0}))
+
+    return Scripted(release, postpone)
 
 
 def test_a_postponed_release_stays_drained_and_ends_at_its_new_time():
@@ -116,7 +128,7 @@ def test_a_postponed_release_stays_drained_and_ends_at_its_new_time():
     journal, seen = Journal(), Seen()
     journal.subscribe(seen)
     loop = MapeLoop(
-        RunState(wf), site, site, condor, ReleaseThenPostpone(), SteeringConfig(), journal=journal, boost=False
+        RunState(wf), site, site, condor, _release_then_postpone(), SteeringConfig(), journal=journal, boost=False
     )
     loop.iterate(0.0)
     record = loop.iterate(45.0)
@@ -174,25 +186,19 @@ def test_the_loop_hands_each_queued_task_s_market_to_condor_once_per_change():
     assert condor.calls == [("a0", Market.ON_DEMAND), ("a1", Market.SPOT)]
 
 
-class RequiresOnce:
+def _requires_once() -> Scripted:
     """Requires on-demand for a0 in its first plan, then places nothing."""
 
-    name = "test"
-
-    def __init__(self):
-        self.plans = 0
-
-    def plan(self, now, state, instances, queue_order):
-        self.plans += 1
-        if self.plans > 1:
-            return PlanResult(SteeringDecision(0, 0))
+    def requires(state, instances):
         a0 = state.workflow.index_of("a0")
         return PlanResult(SteeringDecision(0, 0), job_markets={a0: Market.ON_DEMAND}, job_required={a0})
+
+    return Scripted(requires, lambda state, instances: PlanResult(SteeringDecision(0, 0)))
 
 
 def test_a_requirement_no_later_plan_renews_is_lifted_while_the_task_waits():
     state, condor = _state(), RecordingCondor()
-    loop = MapeLoop(state, _NoEvents(), _NoCloud(), condor, RequiresOnce(), SteeringConfig(), boost=False)
+    loop = MapeLoop(state, _NoEvents(), _NoCloud(), condor, _requires_once(), SteeringConfig(), boost=False)
     loop.iterate(0.0)
     loop.iterate(180.0)
     loop.iterate(360.0)
