@@ -9,9 +9,7 @@ from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.journal import Journal, Notice
 from wire_daemon.core.pricing import Market
 from wire_daemon.execute.guarded_cloud import SafetyConfig
-from wire_daemon.execute.market_fallback import SpotFallback
 from wire_daemon.persist.store import StateStore
-from wire_daemon.plan.placement import MarketPlacement
 from wire_daemon.runtime import runtimes
 from wire_daemon.runtime.settings import CloudSettings, CondorSettings, Settings, SiteSettings
 
@@ -45,20 +43,18 @@ class Lines:
             self.into.append(event.line)
 
 
-def _runtime(tmp_path, cloud, clock):
+def _runtime(tmp_path, cloud, clock, dry_run=False):
     settings = Settings(
         policy="pure-reactive",
         steering=SteeringConfig(price_per_hour=0.085, currency="USD", market="spot"),
         site=SiteSettings(kind="condor", submit_root=str(tmp_path / "submit")),
         cloud=CloudSettings(kind="ec2"),
         condor=CondorSettings(control="off", settle_s=0.0),
-        safety=SafetyConfig(),
+        safety=SafetyConfig(dry_run=dry_run),
     )
     journal = Journal()
     notes: list[str] = []
-    journal.subscribe(
-        type("Notes", (), {"notify": lambda self, e: notes.append(e.line) if isinstance(e, Notice) else None})()
-    )
+    journal.subscribe(Lines(notes))
     store = StateStore(tmp_path / "state.sqlite")
     return runtimes.SubmitHostRuntime(settings, store, journal, driver=cloud, clock=clock), notes
 
@@ -107,21 +103,3 @@ def test_the_policy_weighs_spot_at_the_ratio_the_cloud_quotes_for_the_main_type(
     cloud.price = 0.2  # dearer than on-demand: spot buys nothing
     runtime.refresh()
     assert runtime.loop.steering.spot_price_ratio == 1.0
-
-
-def _placement(loop):
-    policy = loop.policy
-    while not isinstance(policy, MarketPlacement):
-        policy = policy.inner
-    return policy
-
-
-def test_what_the_loops_learn_of_the_market_outlives_a_change_of_dag(tmp_path):
-    runtime, _ = _runtime(tmp_path, QuotingCloud(), lambda: EPOCH)
-    old = runtime.loop
-    _placement(old).rate.reclaims = 3  # as if seen
-    assert isinstance(old.cloud, SpotFallback)
-    old.cloud.ledger.backed_off_until[""] = EPOCH + 900.0
-    runtime.loop = runtime._new_loop(previous=old)  # a workflow came
-    assert _placement(runtime.loop).rate is _placement(old).rate
-    assert runtime.loop.cloud.backed_off("")

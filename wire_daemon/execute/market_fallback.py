@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from typing_extensions import TypedDict
+
 from wire_daemon.core.errors import CloudCapacityError
 from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import Journal, Notice
@@ -72,6 +74,30 @@ class FallbackLedger:
     ours_ended: set[str] = field(default_factory=set)  # spot instances we terminated
     events: dict[str, list[float]] = field(default_factory=dict)  # type -> times of the reclaim events counted
     unwatched: bool = False  # the pool went unwatched: instances gone at the next listing are no reclaims
+
+    def to_json(self) -> SavedLedger:
+        """What a restart keeps: the reclaims and back-offs, by wall-clock time. Not the spot instances
+        watched: the next daemon lists them afresh, and one gone while nobody watched is no reclaim."""
+        return {"interruptions": self.interruptions, "backed_off_until": self.backed_off_until, "events": self.events}
+
+    @classmethod
+    def from_json(cls, saved: SavedLedger, ours_ended: set[str]) -> FallbackLedger:
+        """The ledger a restart keeps (validated: ``SAVED_LEDGER``); ``ours_ended``: instances the last daemon
+        was terminating."""
+        return cls(
+            interruptions=saved.get("interruptions", {}),
+            backed_off_until=saved.get("backed_off_until", {}),
+            events=saved.get("events", {}),
+            ours_ended=set(ours_ended),
+        )
+
+
+class SavedLedger(TypedDict, total=False):
+    """``FallbackLedger.to_json``, as the state file keeps it."""
+
+    interruptions: dict[str, list[float]]
+    backed_off_until: dict[str, float]
+    events: dict[str, list[float]]
 
 
 class SpotFallback:

@@ -29,13 +29,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
+
 from wire_daemon.core.config import EmulationConfig, SteeringConfig
 from wire_daemon.core.instances import Lifecycle
 from wire_daemon.core.journal import Journal
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.workflow import Workflow
 from wire_daemon.emulated.site import EmulatedSite, spot_market
-from wire_daemon.execute.market_fallback import FallbackLedger, FallbackRule, SpotFallback
+from wire_daemon.execute.market_fallback import FallbackLedger, FallbackRule, SavedLedger, SpotFallback
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.plan.placement import ReclaimRate
 from wire_daemon.ports import Cloud, CondorControl, Observations
@@ -69,11 +72,38 @@ class MarketMemory:
 
     fallback: FallbackLedger = field(default_factory=FallbackLedger)  # reclaims, back-offs, our terminations
     reclaims: ReclaimRate | None = None  # the placement's learned rate, once a policy chooses markets
+    earlier: tuple[int, float] = (0, 0.0)  # reclaim events and spot instance-seconds an earlier daemon saw
 
     def reclaim_rate(self, prior_per_hour: float) -> ReclaimRate:
         if self.reclaims is None:
             self.reclaims = ReclaimRate(prior_per_hour)
+            self.reclaims.add_seen(*self.earlier)
+            self.reclaims.released(sorted(self.fallback.ours_ended))  # a restart's terminations under way
         return self.reclaims
+
+    def to_json(self) -> SavedMarket:
+        reclaims, spot_seconds = self.reclaims.seen() if self.reclaims is not None else self.earlier
+        return {"fallback": self.fallback.to_json(), "reclaims": reclaims, "spot_seconds": round(spot_seconds)}
+
+    @classmethod
+    def from_json(cls, saved: object, terminating: set[str]) -> MarketMemory:
+        """The memory a restart keeps (``to_json``; pydantic's ``ValidationError`` when it is not that);
+        ``terminating``: instances the last daemon was ending, whose leaving the listing is no reclaim."""
+        valid = _SAVED_MARKET.validate_python(saved)
+        memory = cls(FallbackLedger.from_json(valid.get("fallback", {}), terminating))
+        memory.earlier = (valid.get("reclaims", 0), valid.get("spot_seconds", 0.0))
+        return memory
+
+
+class SavedMarket(TypedDict, total=False):
+    """``MarketMemory.to_json``, as the state file keeps it."""
+
+    fallback: SavedLedger
+    reclaims: int
+    spot_seconds: float
+
+
+_SAVED_MARKET = TypeAdapter(SavedMarket)
 
 
 @dataclass

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from pydantic import ValidationError
 
 from wire_daemon.analyze.memory import MemoryRightsizer
 from wire_daemon.core.errors import CloudError
@@ -40,6 +41,7 @@ from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
 from wire_daemon.core.journal import InstanceReclaimed, Journal, Notice, TasksBoosted, cloud_error
 from wire_daemon.core.pricing import Bill, Offer, SpotPriceBook
 from wire_daemon.core.run_state import RunState, TaskStatus
+from wire_daemon.core.sections import dotted
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.condor_control import LoggedCondorControl
 from wire_daemon.execute.dry_run import DryRunCloud, dry_run_guard, unwrap
@@ -67,6 +69,7 @@ log = logging.getLogger(__name__)
 # returns True when it was, so that a virtual clock moves only as far as the wall clock did.
 Sleep = Callable[[float], bool | None]
 FINISHED_KEPT = 20  # finished workflows that status still lists
+MARKET_KEY = "market"  # the state file's copy of what the loops learned of the spot market (MarketMemory)
 # Seconds between two glances, while asleep, at whether DAGMan finished a followed workflow: billed per second,
 # its pool idle until the next decision would cost up to an interval of every instance.
 END_GLANCE_S = 10.0
@@ -100,7 +103,8 @@ class Runtime(Protocol):
         """Money spent and committed so far, at the configured prices."""
 
     def flush_notes(self) -> None:
-        """Publish what the site has to say since the last call (input problems, dry-run condor calls)."""
+        """Publish what the site has to say since the last call (input problems, dry-run condor calls), and
+        keep in the state file what the iteration learned that a restart needs (the spot market)."""
 
     def reconfigure(self, settings: Settings) -> None:
         """Apply reloaded settings (steering; safety on a real cloud) to the running loop."""
@@ -256,7 +260,8 @@ class SubmitHostRuntime:
         self.condor = self._condor_control()
         self.cloud = self._guarded_cloud(driver or build_driver(settings, store.daemon_id()))
         self.spot_prices = self._spot_price_book()
-        self.market = MarketMemory()  # what the loops learn of the spot market, kept from one DAG to the next
+        self.market = self._market_memory()  # what the loops learn of the spot market, kept from one DAG to the next
+        self._market_saved = json.dumps(self.market.to_json(), sort_keys=True)
         self._reconcile()
         self.loop = self._new_loop(previous=None)
 
@@ -329,6 +334,29 @@ class SubmitHostRuntime:
             return self.settings
         return replace(self.settings, steering=replace(self.settings.steering, spot_price_ratio=ratio))
 
+    def _market_memory(self) -> MarketMemory:
+        """What the daemon before this one learned of the spot market (the state file keeps it), so that a
+        restart does not retry at once a type it backed off, nor forget the reclaims it saw; a dry run's
+        phantom pool starts with none."""
+        if self.settings.safety.dry_run:
+            return MarketMemory()
+        terminating = {i for i, state in self.lifecycle.items() if state is LifecycleState.TERMINATING}
+        try:
+            return MarketMemory.from_json(json.loads(self.store.get_meta(MARKET_KEY) or "{}"), terminating)
+        except (ValueError, TypeError, AttributeError) as exc:  # a hand-edited or older file: start afresh
+            why = _first_error(exc)
+            self.journal.publish(Notice(f"state file: market memory unreadable ({why}); starting without it"))
+            return MarketMemory.from_json({}, terminating)
+
+    def _save_market(self) -> None:
+        """Keep what the loops learned of the market, when it changed (a write per reclaim or back-off)."""
+        if self.settings.safety.dry_run:
+            return
+        current = json.dumps(self.market.to_json(), sort_keys=True)
+        if current != self._market_saved:
+            self.store.set_meta(MARKET_KEY, current)
+            self._market_saved = current
+
     def _reconcile(self) -> None:
         try:
             self.cloud.reconcile()
@@ -348,7 +376,7 @@ class SubmitHostRuntime:
         loop = assemble_loop(
             s.policy,
             PolicyInputs(state, s.steering, s.prediction, s.policy_options),
-            World(self.observations, self.cloud, self.condor),
+            World(self.observations, self.cloud, self.condor, self.clock),
             s.steering.instance_memory_mib,
             sizer,
             LoopOptions(
@@ -457,6 +485,7 @@ class SubmitHostRuntime:
         return self.cloud.bill(now)
 
     def flush_notes(self) -> None:
+        self._save_market()  # once an iteration, as the notes: what it learned of the market outlives the daemon
         notes = self.observations.problems.take_new()
         notes += _summarised(self.condor.take_notes())
         for line in notes:
@@ -484,7 +513,7 @@ class SubmitHostRuntime:
         self.lifecycle = self._lifecycle()
         self.cloud = self._guarded_cloud(unwrap(self.cloud.driver))
         self.cloud.offers = self._offers()
-        self.market = MarketMemory()  # another pool: what the last one saw of the market is not its own
+        self.market = self._market_memory()  # another pool: what the last one saw of the market is not its own
         self._reconcile()
         self.loop = self._new_loop(previous=None)
 
@@ -557,6 +586,14 @@ def _summarised(notes: list[str]) -> list[str]:
     boosts = [n for n in notes if "JobPrio" in n]
     others = [n for n in notes if "JobPrio" not in n]
     return ([f"condor control off: would boost JobPrio of {len(boosts)} task(s)"] if boosts else []) + others
+
+
+def _first_error(exc: Exception) -> str:
+    """One line for why a saved value was refused: pydantic's first error at its place, else the message."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors(include_url=False)[0]
+        return f"{dotted('', first['loc'])}: {first['msg']}"
+    return str(exc)
 
 
 def planned_ends(store: StateStore) -> dict[str, float]:
