@@ -5,6 +5,7 @@ import numpy as np
 from wire_daemon.core.billing import Billing
 from wire_daemon.core.config import EmulationConfig, SteeringConfig
 from wire_daemon.core.events import EventKind, TaskEvent
+from wire_daemon.core.instances import CloudState
 from wire_daemon.core.journal import Journal, ReleasePostponed
 from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState
@@ -254,3 +255,18 @@ def test_a_new_loop_takes_over_the_releases_of_the_last_and_tells_its_policy_thr
     plain = MapeLoop(RunState(wf), site, site, site, ReleaseFirstInstance(), SteeringConfig(), boost=False)
     plain.take_over_releases({"i-00001": 50.0})
     assert plain.pending_releases == {"i-00001": 50.0}
+
+
+def test_the_policy_sees_an_instance_as_booting_until_its_startd_joins():
+    """The cloud runs a VM a minute or two before its startd joins: until then it offers no slot."""
+    wf = build_workflow("w", "test", [TaskSpec("a", "A", runtime_s=30.0)])
+    seen = []
+    policy = Scripted(
+        lambda state, instances: seen.append([i.state for i in instances]) or PlanResult(SteeringDecision(1, 0))
+    )
+    for joined, expected in ((lambda instance_id: False, CloudState.PENDING), (None, CloudState.RUNNING)):
+        site = _one_slot_site(wf)
+        loop = MapeLoop(RunState(wf), site, site, site, policy, SteeringConfig(), boost=False, joined=joined)
+        loop.iterate(0.0)
+        assert seen[-1] == [expected]
+        assert [i.state for i in site.list_instances()] == [CloudState.RUNNING]  # the cloud's word is kept

@@ -146,6 +146,19 @@ def test_dry_run_is_swapped_in_and_out_on_reload(tmp_path):
     runtime.store.close()
 
 
+def test_a_dry_run_s_phantom_counts_as_joined_though_no_startd_of_it_ever_joins(tmp_path):
+    """With HTCondor asked (condor control on), a phantom would stay booting for ever, and the policy, which
+    plans with a booting instance as giving no slot yet (``loop/mape.py``), would not decide as on the pool."""
+    driver, clock = FakeDriver(), Clock(EPOCH)
+    runtime = _runtime(tmp_path, driver, clock)
+    runtime.condor.has_joined = lambda instance_id: False  # type: ignore[method-assign]
+    runtime.reconfigure(replace(runtime.settings, safety=SafetyConfig(dry_run=True)))
+    (phantom,) = runtime.cloud.launch(1)
+    runtime.loop.iterate(clock.t)
+    assert runtime.lifecycle.state_of(phantom.instance_id) == LifecycleState.JOINED
+    runtime.store.close()
+
+
 def test_a_termination_held_back_by_a_running_job_happens_at_the_first_look_after_it(tmp_path):
     driver, clock = FakeDriver(), Clock(EPOCH)
     runtime = _runtime(tmp_path, driver, clock)

@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.errors import CloudError
-from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState, can_move
+from wire_daemon.core.instances import CloudState, Instance, Lifecycle, LifecycleState, can_move
 from wire_daemon.core.journal import (
     InstanceReleased,
     InstancesLaunched,
@@ -212,7 +212,8 @@ class MapeLoop:
         instances = list(self.cloud.list_instances())
         self.lifecycle.sync(instances, self.joined)
         started = time.perf_counter()
-        plan = self.policy.plan(now, self.state, instances, self.boost.queue_order(self.state))  # Analyze + Plan
+        seen = self._as_the_pool_has_them(instances)
+        plan = self.policy.plan(now, self.state, seen, self.boost.queue_order(self.state))  # Analyze + Plan
         decision_s = time.perf_counter() - started
         self.last_plan = plan
         decision = plan.decision
@@ -227,6 +228,18 @@ class MapeLoop:
         if boosted:
             self.journal.publish(TasksBoosted(now, tuple(boosted), self.boost.priority))
         return self._record(now, plan, len(instances), launched, postponed, len(boosted), decision_s)
+
+    def _as_the_pool_has_them(self, instances: list[Instance]) -> list[Instance]:
+        """The instances as the policy plans with them: one the cloud runs whose startd has not joined yet
+        offers no slot, so it is still booting (the cloud says running a minute or two before the startd
+        joins). Without ``joined`` (the emulated site) running means joined: the list is unchanged."""
+        if self.joined is None:
+            return instances
+        booting = set(self.lifecycle.in_state(LifecycleState.BOOTING))
+        return [
+            replace(i, state=CloudState.PENDING) if i.state == CloudState.RUNNING and i.instance_id in booting else i
+            for i in instances
+        ]
 
     def _place_jobs(self, markets: dict[int, Market], required: set[int]) -> None:
         """Ask Condor to start each queued task on the market the plan chose for it (once per change)."""

@@ -383,7 +383,7 @@ class SubmitHostRuntime:
                 self.control,
                 self.lifecycle,
                 journal=self.journal,
-                joined=self.condor.has_joined,
+                joined=None if s.safety.dry_run else self.condor.has_joined,  # no phantom's startd ever joins
                 memory=sizer,
                 market=self.market,
             ),
