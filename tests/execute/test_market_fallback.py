@@ -95,3 +95,10 @@ def test_a_ledger_handed_to_a_new_fallback_keeps_its_back_off_and_what_we_termin
     second.list_instances()
     assert second.backed_off("")
     assert second.interruptions == 1  # the instance reclaimed, not the one the last loop terminated
+
+
+def test_the_back_offs_in_force_are_those_not_yet_over():
+    ledger = FallbackLedger(backed_off_until={"c5.large": 1_000.0, "m5.large": 2_000.0})
+    clock = lambda: 1_500.0  # noqa: E731
+    fallback = SpotFallback(MemoryCloud(clock), clock, Journal(), FallbackRule(), ledger)
+    assert fallback.back_offs() == {"m5.large": 2_000.0}

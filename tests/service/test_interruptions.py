@@ -10,8 +10,10 @@ from prometheus_client import generate_latest
 from wire_daemon.cli.main import main
 from wire_daemon.core.events import EventKind, TaskEvent
 from wire_daemon.core.journal import InstanceReclaimed
+from wire_daemon.core.pricing import Market
 from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, build_workflow
+from wire_daemon.execute.market_fallback import SpotFallback
 from wire_daemon.runtime.settings import load_settings
 from wire_daemon.service.daemon import Daemon
 from wire_daemon.service.interruptions import InterruptionTally
@@ -20,6 +22,7 @@ from wire_daemon.service.status import StatusReport, StatusSnapshot, interruptio
 from wire_daemon.service.status_text import render_status
 
 from .emulated_config import emulated_config
+from .test_condor_away import Clock, Cloud, Condor, _daemon
 
 
 def _state() -> RunState:
@@ -71,6 +74,7 @@ def test_status_shows_the_counts_and_the_lost_work_in_text_and_json_and_reads_th
             {"instance_type": "c5.large", "zone": "us-east-1a", "count": 2},
         ],
         "lost_slot_s": 1234.6,
+        "back_offs": [],
     }
     assert StatusSnapshot.from_json(snapshot.to_json()) == snapshot
     text = render_status(_report(snapshot), now=1_800_000_000.0)
@@ -78,6 +82,18 @@ def test_status_shows_the_counts_and_the_lost_work_in_text_and_json_and_reads_th
         "spot interruptions: 5 reclaimed by the cloud (m5.xlarge in us-east-1b: 3, c5.large in us-east-1a: 2); "
         "work lost: 1235 slot-s (20.6 min of one slot), to run again"
     ) in text.splitlines()
+
+
+def test_status_says_which_spot_types_launch_on_demand_and_for_how_long():
+    """After a capacity error (or a restart that kept it, ``runtime/runtimes.py``) the operator sees why new
+    workers are on-demand."""
+    now = 1_800_000_000.0
+    seen = interruption_status({}, 0.0, {"c5.xlarge": now + 540.0})
+    snapshot = StatusSnapshot(time=now, clock="wall", interruptions=seen)
+    assert StatusSnapshot.from_json(json.loads(json.dumps(snapshot.to_json()))) == snapshot
+    lines = render_status(_report(snapshot), now=now).splitlines()
+    assert "spot back-off: c5.xlarge launches on-demand for 9.0 min more" in lines
+    assert not [line for line in lines if line.startswith("spot interruptions")]  # none reclaimed: no count
 
 
 def test_no_interruption_no_line_and_an_older_snapshot_without_the_key_reads_as_none():
@@ -143,3 +159,12 @@ def test_the_tally_survives_a_restart_through_the_state_file_and_skips_what_it_c
     ]
     assert set(InterruptionTally.from_json(json.dumps(damaged)).reclaims) == {"i-a", "i-c", "i-x"}
     assert InterruptionTally.from_json("{not json").reclaims == {} and InterruptionTally.from_json(None).reclaims == {}
+
+
+def test_the_daemon_s_status_names_the_spot_back_offs_its_loop_is_under(tmp_path, monkeypatch):
+    clock = Clock()
+    daemon = _daemon(tmp_path, monkeypatch, Condor(up=True), Cloud(Market.SPOT), clock, keep=2, market="auto")
+    assert isinstance(daemon.loop.cloud, SpotFallback)
+    daemon.loop.cloud.ledger.backed_off_until["c5.xlarge"] = clock() + 900.0
+    seen = daemon.status_snapshot(clock(), None).interruptions
+    assert [(b.instance_type, b.until) for b in seen.back_offs] == [("c5.xlarge", clock() + 900.0)]

@@ -165,6 +165,11 @@ class SpotFallback:
     def backed_off(self, instance_type: str) -> bool:
         return self.ledger.backed_off_until.get(instance_type, float("-inf")) > self.clock()
 
+    def back_offs(self) -> dict[str, float]:
+        """The types whose spot launches go on-demand now -> until when."""
+        now = self.clock()
+        return {kind: until for kind, until in sorted(self.ledger.backed_off_until.items()) if until > now}
+
     def _launch(self, count: int, request_id: str | None, instance_type: str, market: Market) -> Sequence[Instance]:
         made = self.cloud.launch(count, request_id, instance_type=instance_type, market=market)
         self.ledger.spot.update({i.instance_id: i.instance_type for i in made if i.market is Market.SPOT})

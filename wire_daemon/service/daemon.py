@@ -56,6 +56,7 @@ from wire_daemon.core.instances import Instance
 from wire_daemon.core.journal import ControlChanged, Journal, NoticeBox
 from wire_daemon.core.run_state import RunState, TaskStatus
 from wire_daemon.core.secrets import ScrubSecrets
+from wire_daemon.execute.market_fallback import SpotFallback
 from wire_daemon.execute.providers import quieted_loggers
 from wire_daemon.loop.mape import MapeLoop
 from wire_daemon.loop.schedule import iteration_times, release_until
@@ -730,7 +731,9 @@ class Daemon:
         lost = self.interruptions.lost_slot_s(self.state, now)
         if self.metrics is not None:
             self.metrics.interrupted_work.set(lost)
-        return interruption_status(self.interruptions.counts(), lost)
+        fallback = self.loop.cloud
+        back_offs = fallback.back_offs() if isinstance(fallback, SpotFallback) else {}
+        return interruption_status(self.interruptions.counts(), lost, back_offs)
 
     def _listed(self, i: Instance, now: float, busy: int) -> PoolInstance:
         """One instance the cloud lists, with its lifecycle, its busy slots and its next charge."""

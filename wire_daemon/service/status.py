@@ -136,6 +136,15 @@ class Interruptions:
     total: int = 0
     by_type_zone: list[InterruptionCount] = field(default_factory=list)
     lost_slot_s: float = 0.0
+    back_offs: list[SpotBackOffStatus] = field(default_factory=list)  # types launched on-demand for now
+
+
+@dataclass(frozen=True)
+class SpotBackOffStatus:
+    """A type whose spot launches go on-demand until ``until`` (a capacity error, or reclaims in a row)."""
+
+    instance_type: str = ""
+    until: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -270,17 +279,26 @@ class StatusSnapshot:
 
 
 def _interruptions(data: object) -> Interruptions:
-    by = _dict(data).get("by_type_zone")
-    return _load(Interruptions, data, by_type_zone=_load_all(InterruptionCount, by))
+    given = _dict(data)
+    return _load(
+        Interruptions,
+        data,
+        by_type_zone=_load_all(InterruptionCount, given.get("by_type_zone")),
+        back_offs=_load_all(SpotBackOffStatus, given.get("back_offs")),
+    )
 
 
-def interruption_status(counts: dict[tuple[str, str], int], lost_slot_s: float) -> Interruptions:
-    """The tally's counts, the most reclaimed first (then by type and zone), as status shows them."""
+def interruption_status(
+    counts: dict[tuple[str, str], int], lost_slot_s: float, back_offs: dict[str, float] | None = None
+) -> Interruptions:
+    """The tally's counts, the most reclaimed first (then by type and zone), and the back-offs in force, as
+    status shows them."""
     ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     return Interruptions(
         total=sum(counts.values()),
         by_type_zone=[InterruptionCount(kind, zone, n) for (kind, zone), n in ordered],
         lost_slot_s=round(lost_slot_s, 1),
+        back_offs=[SpotBackOffStatus(kind, until) for kind, until in (back_offs or {}).items()],
     )
 
 

@@ -165,17 +165,22 @@ def _cost_line(snapshot: StatusSnapshot) -> str:
 
 
 def _interruption_lines(snapshot: StatusSnapshot) -> list[str]:
-    """Spot reclaims per type and zone and the work they lost; nothing while there was none."""
+    """Spot reclaims per type and zone and the work they lost, then the back-offs in force; nothing while
+    there was none."""
     seen = snapshot.interruptions
-    if not seen.total:
-        return []
-    where = ", ".join(
-        f"{c.instance_type or 'default type'} in {c.zone or 'no zone'}: {c.count}" for c in seen.by_type_zone
-    )
-    return [
-        f"spot interruptions: {seen.total} reclaimed by the cloud ({where}); "
-        f"work lost: {seen.lost_slot_s:.0f} slot-s ({duration(seen.lost_slot_s)} of one slot), to run again"
-    ]
+    lines = []
+    if seen.total:
+        where = ", ".join(
+            f"{c.instance_type or 'default type'} in {c.zone or 'no zone'}: {c.count}" for c in seen.by_type_zone
+        )
+        lines.append(
+            f"spot interruptions: {seen.total} reclaimed by the cloud ({where}); "
+            f"work lost: {seen.lost_slot_s:.0f} slot-s ({duration(seen.lost_slot_s)} of one slot), to run again"
+        )
+    for b in seen.back_offs:
+        left = max(b.until - snapshot.time, 0.0)
+        lines.append(f"spot back-off: {b.instance_type or 'default type'} launches on-demand for {duration(left)} more")
+    return lines
 
 
 def _stage_lines(snapshot: StatusSnapshot) -> list[str]:
