@@ -230,6 +230,26 @@ def test_unmeasured_stages_borrow_a_prior_instead_of_zero():
     assert out.remaining_mean_s is not None and out.remaining_mean_s[b] == pytest.approx(24.5)
 
 
+def test_a_running_task_past_the_workflow_s_short_tasks_is_not_given_its_long_stage_s_length():
+    """Montage 0.1 deg at K = 100: mBgModel, never measured, 45 s in; the workflow's tasks so far are 21
+    mProject of 1,600 s and 45 mDiffFit of 10 s. Conditioned on 45 s the mix is mProject's alone, 1,570 s
+    more; the task ended 14 s later, and the pool was let go for a long tail that never came."""
+    wf = _stage_workflow()
+    state = RunState(wf)
+    predictor = DistributionPredictor(wf, PredictionConfig())
+    times = [10.0] * 6 + [1600.0] * 4  # the workflow's measured tasks: short ones and long ones
+    for i, t in enumerate(times):
+        _run(state, f"a{i}", 0.0, t)
+    state.apply_all(_events((1600.0, EventKind.SUBMITTED, "b0"), (1600.0, EventKind.STARTED, "b0", {"host": "h"})))
+    predictor.update(state, 1645.0)
+    out = predictor.predict(state, 1645.0)
+    b = wf.index_of("b0")
+    assert out.policy[b] == POLICY_PRIOR_WORKFLOW
+    assert out.remaining_s[b] == pytest.approx(45.0)  # as much again as it has run
+    assert out.remaining_mean_s is not None and out.remaining_mean_s[b] == pytest.approx(45.0)
+    assert out.remaining_p90_s is not None and out.remaining_p90_s[b] > 1000.0  # the tail a promise allows for
+
+
 def test_a_deadline_s_90th_percentile_keeps_a_prior_s_tail_the_levels_do_not():
     wf = _stage_workflow()
     state = RunState(wf)

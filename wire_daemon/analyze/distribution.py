@@ -37,7 +37,11 @@ A stage with no completion borrows a distribution (a prior): the same
 transformation measured in other stages (``POLICY_PRIOR_TRANSFORMATION``),
 else every measured task of the workflow (``POLICY_PRIOR_WORKFLOW``). Its
 tasks are never expected to end before the stage's longest-running task has
-(WIRE's policy 2 reading, ``stage-elapsed``). With nothing measured anywhere,
+(WIRE's policy 2 reading, ``stage-elapsed``). A running task of such a stage
+follows the prior conditioned on its age, but the workflow's prior mixes
+unlike stages: its median and mean remaining time are at most its age (or
+the prior's median, if longer), never the longest stage's length merely
+because it has outlasted the short ones. With nothing measured anywhere,
 WIRE's policies 1 and 2 apply. The DAG's own runtime hints and earlier
 workflows would be further priors; neither reaches the predictor today.
 """
@@ -352,6 +356,15 @@ class DistributionPredictor:
         assert out.remaining_mean_s is not None and out.remaining_p90_s is not None
         out.remaining_mean_s[waiting] = point
         out.remaining_p90_s[waiting] = point
+        if code == POLICY_PRIOR_WORKFLOW and elapsed.size:
+            # The workflow's tasks mix every stage measured; conditioned on a running task's age, the mix
+            # drops the short stages it has outlasted and says the longest stage's length. A stage is not
+            # drawn from the others: past the prior's median a task is given as much again as it has run
+            # (as a task with nothing measured anywhere is), unless the prior says less. Its tail stays.
+            ran = idx[running]
+            again = np.maximum(elapsed, prior.median)
+            out.remaining_s[ran] = np.minimum(out.remaining_s[ran], again)
+            out.remaining_mean_s[ran] = np.minimum(out.remaining_mean_s[ran], again)
 
     @staticmethod
     def _fill(
