@@ -82,8 +82,8 @@ class FallbackLedger:
 
     @classmethod
     def from_json(cls, saved: SavedLedger, ours_ended: set[str]) -> FallbackLedger:
-        """The ledger a restart keeps (validated: ``SAVED_LEDGER``); ``ours_ended``: instances the last daemon
-        was terminating."""
+        """The ledger a restart keeps, as validated by ``runtime/assembly.py: MarketMemory.from_json``;
+        ``ours_ended``: instances the last daemon was terminating."""
         return cls(
             interruptions=saved.get("interruptions", {}),
             backed_off_until=saved.get("backed_off_until", {}),

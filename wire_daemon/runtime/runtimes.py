@@ -343,7 +343,7 @@ class SubmitHostRuntime:
         terminating = {i for i, state in self.lifecycle.items() if state is LifecycleState.TERMINATING}
         try:
             return MarketMemory.from_json(json.loads(self.store.get_meta(MARKET_KEY) or "{}"), terminating)
-        except (ValueError, TypeError, AttributeError) as exc:  # a hand-edited or older file: start afresh
+        except ValueError as exc:  # not JSON, or not its shape (pydantic's ValidationError): start afresh
             why = _first_error(exc)
             self.journal.publish(Notice(f"state file: market memory unreadable ({why}); starting without it"))
             return MarketMemory.from_json({}, terminating)
