@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.runtime.fakes import NoCloud
 from tests.runtime.test_spot_prices_read import EPOCH, QuotingCloud, _runtime
 from wire_daemon.core.instances import Instance, LifecycleState
@@ -80,16 +82,23 @@ def test_a_spot_instance_the_last_daemon_was_terminating_is_no_reclaim_when_it_g
     assert fallback.interruptions == 1 and rate.reclaims == 1
 
 
-def test_an_unreadable_market_memory_is_said_once_and_the_daemon_starts_without_it(tmp_path):
+@pytest.mark.parametrize(
+    "saved, why",
+    [
+        (
+            '{"fallback": {"interruptions": {"x": "soon"}}}',
+            "market.fallback.interruptions.x has a value that cannot be used (Input should be a valid list)",
+        ),
+        ("{half", "market is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
+    ],
+)
+def test_an_unreadable_market_memory_is_said_once_and_the_daemon_starts_without_it(tmp_path, saved, why):
     first, _ = _runtime(tmp_path, NoCloud(), lambda: EPOCH)
-    first.store.set_meta(MARKET_KEY, '{"fallback": {"interruptions": {"x": "soon"}}}')
+    first.store.set_meta(MARKET_KEY, saved)
     first.store.close()
     second, notes = _runtime(tmp_path, NoCloud(), lambda: EPOCH)
     assert _fallback(second.loop).interruptions == 0
-    assert notes == [
-        "state file: market memory unreadable (fallback.interruptions.x: Input should be a valid list);"
-        " starting without it"
-    ]
+    assert notes == [f"state file: {why}; the daemon starts without its market memory"]
 
 
 def test_a_dry_run_neither_reads_nor_writes_the_real_pools_market(tmp_path):

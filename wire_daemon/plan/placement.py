@@ -121,15 +121,6 @@ class ReclaimRate:
     def released(self, instance_ids: Sequence[str]) -> None:
         self._released.update(instance_ids)
 
-    def seen(self) -> tuple[int, float]:
-        """What the pool has shown: reclaim events, over spot instance-seconds (what a restart keeps)."""
-        return self.reclaims, self.spot_seconds
-
-    def add_seen(self, reclaims: int, spot_seconds: float) -> None:
-        """Count what an earlier daemon saw of the same market."""
-        self.reclaims += max(reclaims, 0)
-        self.spot_seconds += max(spot_seconds, 0.0)
-
     def observe(self, now: float, instances: Sequence[Instance]) -> None:
         live = {i.instance_id for i in instances if i.market is Market.SPOT}
         reclaimed = False

@@ -72,27 +72,27 @@ class MarketMemory:
 
     fallback: FallbackLedger = field(default_factory=FallbackLedger)  # reclaims, back-offs, our terminations
     reclaims: ReclaimRate | None = None  # the placement's learned rate, once a policy chooses markets
-    earlier: tuple[int, float] = (0, 0.0)  # reclaim events and spot instance-seconds an earlier daemon saw
 
     def reclaim_rate(self, prior_per_hour: float) -> ReclaimRate:
         if self.reclaims is None:
             self.reclaims = ReclaimRate(prior_per_hour)
-            self.reclaims.add_seen(*self.earlier)
-            self.reclaims.released(sorted(self.fallback.ours_ended))  # a restart's terminations under way
+        self.reclaims.prior_per_hour = prior_per_hour  # the config's, also for a rate a restart kept
         return self.reclaims
 
     def to_json(self) -> SavedMarket:
-        reclaims, spot_seconds = self.reclaims.seen() if self.reclaims is not None else self.earlier
-        return {"fallback": self.fallback.to_json(), "reclaims": reclaims, "spot_seconds": round(spot_seconds)}
+        rate = self.reclaims
+        seen = (rate.reclaims, round(rate.spot_seconds)) if rate is not None else (0, 0)
+        return {"fallback": self.fallback.to_json(), "reclaims": seen[0], "spot_seconds": seen[1]}
 
     @classmethod
     def from_json(cls, saved: object, terminating: set[str]) -> MarketMemory:
         """The memory a restart keeps (``to_json``; pydantic's ``ValidationError`` when it is not that);
         ``terminating``: instances the last daemon was ending, whose leaving the listing is no reclaim."""
         valid = _SAVED_MARKET.validate_python(saved)
-        memory = cls(FallbackLedger.from_json(valid.get("fallback", {}), terminating))
-        memory.earlier = (valid.get("reclaims", 0), valid.get("spot_seconds", 0.0))
-        return memory
+        rate = ReclaimRate(0.0)  # its prior is the config's, set when a policy asks for it
+        rate.reclaims, rate.spot_seconds = valid.get("reclaims", 0), valid.get("spot_seconds", 0.0)
+        rate.released(sorted(terminating))
+        return cls(FallbackLedger.from_json(valid.get("fallback", {}), terminating), rate)
 
 
 class SavedMarket(TypedDict, total=False):

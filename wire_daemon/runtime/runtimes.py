@@ -41,7 +41,7 @@ from wire_daemon.core.instances import Instance, Lifecycle, LifecycleState
 from wire_daemon.core.journal import InstanceReclaimed, Journal, Notice, TasksBoosted, cloud_error
 from wire_daemon.core.pricing import Bill, Offer, SpotPriceBook
 from wire_daemon.core.run_state import RunState, TaskStatus
-from wire_daemon.core.sections import dotted
+from wire_daemon.core.sections import config_error
 from wire_daemon.emulated.traces import bundled_trace_path, load_trace
 from wire_daemon.execute.condor_control import LoggedCondorControl
 from wire_daemon.execute.dry_run import DryRunCloud, dry_run_guard, unwrap
@@ -343,10 +343,12 @@ class SubmitHostRuntime:
         terminating = {i for i, state in self.lifecycle.items() if state is LifecycleState.TERMINATING}
         try:
             return MarketMemory.from_json(json.loads(self.store.get_meta(MARKET_KEY) or "{}"), terminating)
-        except ValueError as exc:  # not JSON, or not its shape (pydantic's ValidationError): start afresh
-            why = _first_error(exc)
-            self.journal.publish(Notice(f"state file: market memory unreadable ({why}); starting without it"))
-            return MarketMemory.from_json({}, terminating)
+        except ValidationError as exc:  # a hand edit, or a later version's shape: start afresh
+            why = str(config_error(exc, MarketMemory, MARKET_KEY))
+        except ValueError as exc:
+            why = f"{MARKET_KEY} is not JSON ({exc})"
+        self.journal.publish(Notice(f"state file: {why}; the daemon starts without its market memory"))
+        return MarketMemory.from_json({}, terminating)
 
     def _save_market(self) -> None:
         """Keep what the loops learned of the market, when it changed (a write per reclaim or back-off)."""
@@ -586,14 +588,6 @@ def _summarised(notes: list[str]) -> list[str]:
     boosts = [n for n in notes if "JobPrio" in n]
     others = [n for n in notes if "JobPrio" not in n]
     return ([f"condor control off: would boost JobPrio of {len(boosts)} task(s)"] if boosts else []) + others
-
-
-def _first_error(exc: Exception) -> str:
-    """One line for why a saved value was refused: pydantic's first error at its place, else the message."""
-    if isinstance(exc, ValidationError):
-        first = exc.errors(include_url=False)[0]
-        return f"{dotted('', first['loc'])}: {first['msg']}"
-    return str(exc)
 
 
 def planned_ends(store: StateStore) -> dict[str, float]:
