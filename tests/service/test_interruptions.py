@@ -168,3 +168,11 @@ def test_the_daemon_s_status_names_the_spot_back_offs_its_loop_is_under(tmp_path
     daemon.loop.cloud.ledger.backed_off_until["c5.xlarge"] = clock() + 900.0
     seen = daemon.status_snapshot(clock(), None).interruptions
     assert [(b.instance_type, b.until) for b in seen.back_offs] == [("c5.xlarge", clock() + 900.0)]
+
+
+def test_the_metrics_say_how_long_each_type_s_spot_launches_stay_on_demand():
+    metrics = Metrics()
+    metrics.back_offs(1_000.0, {"c5.large": 1_540.0})
+    assert 'wire_spot_back_off_seconds{type="c5.large"} 540.0' in generate_latest(metrics.registry).decode()
+    metrics.back_offs(2_000.0, {})  # over: the series stays, at 0
+    assert 'wire_spot_back_off_seconds{type="c5.large"} 0.0' in generate_latest(metrics.registry).decode()

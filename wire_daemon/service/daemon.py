@@ -729,10 +729,11 @@ class Daemon:
 
     def _interruption_status(self, now: float) -> Interruptions:
         lost = self.interruptions.lost_slot_s(self.state, now)
-        if self.metrics is not None:
-            self.metrics.interrupted_work.set(lost)
         fallback = self.loop.cloud
         back_offs = fallback.back_offs() if isinstance(fallback, SpotFallback) else {}
+        if self.metrics is not None:
+            self.metrics.interrupted_work.set(lost)
+            self.metrics.back_offs(now, back_offs)
         return interruption_status(self.interruptions.counts(), lost, back_offs)
 
     def _listed(self, i: Instance, now: float, busy: int) -> PoolInstance:

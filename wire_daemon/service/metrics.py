@@ -57,6 +57,7 @@ class Metrics:
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._reclaimed: set[str] = set()
+        self._backed_off: set[str] = set()  # types with a back-off series
         self._gauges(namespace)
         self._counters(namespace)
 
@@ -74,6 +75,13 @@ class Metrics:
         self.cost_money = gauge("cost_money", "Money paid so far, spent and committed (steering.currency)")
         self.interrupted_work = gauge(
             "interrupted_slot_seconds", "Work spot reclaims threw away since the start: slot-seconds to run again"
+        )
+        self.spot_back_off = Gauge(
+            "spot_back_off_seconds",
+            "Seconds a type's spot launches still go on-demand (a capacity error, or reclaims in a row); 0: none",
+            ("type",),
+            namespace=ns,
+            registry=self.registry,
         )
         self.last_decision = gauge("last_decision_time_seconds", "Time of the last decision (the loop's clock)")
         self.decision_latency = Histogram(
@@ -126,6 +134,14 @@ class Metrics:
         elif isinstance(event, InstanceReclaimed) and event.instance_id not in self._reclaimed:
             self._reclaimed.add(event.instance_id)  # counted once, whoever tells of it
             self.interruptions.labels(type=event.instance_type, zone=event.zone).inc()
+
+    def back_offs(self, now: float, until: dict[str, float]) -> None:
+        """The spot back-offs in force (type -> until when); a type backed off before and no longer reads 0."""
+        for kind in self._backed_off - until.keys():
+            self.spot_back_off.labels(type=kind).set(0.0)
+        for kind, end in until.items():
+            self.spot_back_off.labels(type=kind).set(max(end - now, 0.0))
+        self._backed_off |= until.keys()
 
     def _decided(self, record: DecisionRecord) -> None:
         self.pool.set(record.pool)
