@@ -99,6 +99,24 @@ def test_a_level_waits_for_slots_that_are_still_booting():
     assert schedule.instances_used.tolist() == [4]
 
 
+def test_asked_for_whole_tasks_only_the_frontier_runs_in_rounds():
+    # 28 tasks queued now, 28 more of the next level not submitted yet; 12 slots.
+    specs = [TaskSpec(f"a{i}", "a", runtime_s=100.0) for i in range(28)]
+    specs += [TaskSpec(f"b{i}", "b", (f"a{i}",), runtime_s=100.0) for i in range(28)]
+    wf = build_workflow("w", "t", specs)
+    state = RunState(wf)
+    state.apply_all(_events(*[(0.0, EventKind.SUBMITTED, f"a{i}") for i in range(28)]))
+    model = LevelModel(wf)
+    levels = model.remaining(state, _truth_prediction(wf, wf.runtime_s), _no_dispatch(2))
+    fluid = model.schedule(levels, 0.0, [Slots(0.0, 12)], 4, latency_s=0.0)
+    whole = model.schedule(levels, 0.0, [Slots(0.0, 12)], 4, latency_s=0.0, whole_frontier=True)
+    assert fluid.end == pytest.approx(2 * 2800.0 / 12)
+    assert whole.end == pytest.approx(300.0 + 2800.0 / 12)  # three rounds of the queued tasks, then fluid
+    # The rounds are counted on the most slots the profile reaches: 28 slots from t = 50 is one round.
+    grown = model.schedule(levels, 0.0, [Slots(0.0, 12), Slots(50.0, 16)], 4, 0.0, whole_frontier=True)
+    assert grown.end == model.schedule(levels, 0.0, [Slots(0.0, 12), Slots(50.0, 16)], 4, 0.0).end
+
+
 def test_each_unsubmitted_level_pays_the_level_latency_and_dispatch_gaps_count_as_work():
     wf = build_workflow("w", "t", [TaskSpec("a", "a"), TaskSpec("b", "b", ("a",)), TaskSpec("c", "c", ("b",))])
     state = RunState(wf)
@@ -649,6 +667,19 @@ def test_an_operator_s_deadline_is_not_given_up_for_a_cap_on_guesses():
     policy.plan(now - 2.05 * lag, state, pool, np.array([], dtype=np.int64))
     decision = policy.plan(now, state, pool, np.array([], dtype=np.int64)).decision
     assert decision.target == 2 and "met with" in decision.rule
+
+
+def test_a_deadline_is_promised_on_whole_tasks_not_on_tasks_split_across_slots():
+    """32 ten-minute tasks, 4 done and 4 running on one instance, 24 queued; at 700 s, new instances boot by
+    880 s. Six instances (24 slots) leave 4 queued tasks for a second round, ending at 1,800 s; the fluid
+    level gave 1,533 s, inside a deadline at 1,600 s. Seven (28 slots) end at 1,480 s."""
+    wf, state = _wide_state(n=32)
+    state.first_event_time = 0.0
+    steering = SteeringConfig(charging_unit_s=60.0, deadline="1600s", deadline_quantile="p90")
+    policy = SlowdownPolicy(DistributionPredictor(wf, PredictionConfig()), DispatchLearner(wf, 2.0), steering)
+    pool = [Instance("i-1", -180.0, 4, CloudState.RUNNING)]
+    decision = policy.plan(700.0, state, pool, state.idle_in_queue_order()).decision
+    assert decision.target == 7 and "met with" in decision.rule
 
 
 def test_the_wait_on_guesses_restarts_when_no_guess_is_running():

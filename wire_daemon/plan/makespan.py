@@ -21,6 +21,9 @@ Here it runs every interval on what is left, with the online predictions:
   from when (the instances up now, the booting ones when they boot, new ones
   a launch lag from their launch, released ones until their termination).
   A level runs at min(slots, its tasks) through the profile's steps.
+  Asked for whole tasks (a deadline's promise), the frontier runs in rounds:
+  its tasks are there now, and n of them on s slots take ceil(n / s) rounds
+  of its mean task, not n / s of one.
 
 The full-pool estimate (what ``max_instances`` up from the start would take)
 is the same model over every task of the workflow, the finished ones with
@@ -37,6 +40,7 @@ launch, its boot included.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -182,9 +186,18 @@ class LevelModel:
         return total
 
     def schedule(
-        self, levels: Levels, start: float, capacity: Sequence[Slots], slots_per_instance: int, latency_s: float
+        self,
+        levels: Levels,
+        start: float,
+        capacity: Sequence[Slots],
+        slots_per_instance: int,
+        latency_s: float,
+        whole_frontier: bool = False,
     ) -> Schedule:
-        """Play the remaining levels from ``start`` on a capacity profile; ``latency_s`` per waiting level."""
+        """Play the remaining levels from ``start`` on a capacity profile; ``latency_s`` per waiting level.
+
+        ``whole_frontier``: the frontier's tasks in whole rounds on the most slots the profile reaches.
+        """
         order = np.flatnonzero((levels.tasks > 0) | (levels.longest_s > 0) | levels.waiting)
         steps = sorted(capacity, key=lambda s: s.time)
         # Fold the steps at or before ``start`` into the starting capacity.
@@ -193,6 +206,7 @@ class LevelModel:
         t = start
         k = 0  # next future step
         latency = latency_s
+        peak = max(itertools.accumulate([cap, *(delta for _, delta in future)]))
         ends = np.empty(order.size)
         starts = np.empty(order.size)
         used = np.zeros(order.size, dtype=np.int64)
@@ -205,6 +219,8 @@ class LevelModel:
                     k += 1
             n = float(levels.tasks[level])
             work = float(levels.work_s[level])
+            if whole_frontier and level == 0 and n > peak > 0:
+                work *= math.ceil(n / peak) * peak / n
             began = starts[pos] = t
             widest = max(cap, 0)
             if n > 0 and work > 0:

@@ -356,8 +356,10 @@ class SlowdownPolicy:
         dozen schedules however large ``max_instances`` is. No size above
         ``keep_at_most``, unless the instances that cannot go already make more.
         With an operator's deadline or budget (``aim``) the best is chosen by
-        ``_within``; ``late_levels``: the work at the operator's quantile, for
-        each choice's ``end_q``. ``end_levels``: the work at P90, when no
+        ``_within``; ``late_levels``: the work at P90 for a P90 deadline. Under a
+        deadline a choice's ``end_q`` is also no earlier than the estimate with
+        the frontier run in whole tasks: a promise cannot count on a task split
+        across slots. ``end_levels``: the work at P90, when no
         running task's end is a guess; a choice whose end comes before the
         next decision pays its pool only up to that P90 end (the pool goes
         when the workflow ends). The last value: whether the budget bound.
@@ -392,6 +394,7 @@ class SlowdownPolicy:
         price = config.max_instances / billing.charging_unit_s  # lateness, per second: the full pool's price
         early = self._queued_time_price(levels, pool)
         seen: dict[int, _Choice] = {}
+        promised = aim is not None and aim.deadline is not None
         late_work = functools.cache(end_levels) if end_levels is not None else None
 
         def look(size: int) -> _Choice:
@@ -403,14 +406,19 @@ class SlowdownPolicy:
                     members = [*base, *([new_member] * (size - len(kept)))]
                 capacity = capacity_of(members)
                 schedule = model.schedule(levels, now, capacity, slots, dispatch.level_latency_s)
-                late = math.nan
+                p90_end = late = math.nan
                 if late_levels is not None:
-                    late = model.schedule(late_levels, now, capacity, slots, dispatch.level_latency_s).end
+                    p90_end = model.schedule(late_levels, now, capacity, slots, dispatch.level_latency_s).end
+                if promised:
+                    whole = model.schedule(levels, now, capacity, slots, dispatch.level_latency_s, True).end
+                    late = max(whole, p90_end) if late_levels is not None else whole
                 ends_at = math.inf
                 if late_work is not None and schedule.end < now + interval:
-                    work = late_work()  # a P90 deadline's own levels: their end is ``late``, scheduled above
+                    work = late_work()  # a P90 deadline's own levels: their end is ``p90_end``, scheduled above
                     same = work is late_levels
-                    ends_at = late if same else model.schedule(work, now, capacity, slots, dispatch.level_latency_s).end
+                    ends_at = (
+                        p90_end if same else model.schedule(work, now, capacity, slots, dispatch.level_latency_s).end
+                    )
                 plan = plan_instances(
                     members, schedule, billing, now, lag, interval, config.min_instances, lead, True, ends_at
                 )
