@@ -206,7 +206,7 @@ class LevelModel:
         t = start
         k = 0  # next future step
         latency = latency_s
-        peak = max(itertools.accumulate([cap, *(delta for _, delta in future)]))
+        peak = max(itertools.accumulate([cap, *(delta for _, delta in future)])) if whole_frontier else 0
         ends = np.empty(order.size)
         starts = np.empty(order.size)
         used = np.zeros(order.size, dtype=np.int64)

@@ -411,7 +411,7 @@ class SlowdownPolicy:
                     p90_end = model.schedule(late_levels, now, capacity, slots, dispatch.level_latency_s).end
                 if promised:
                     whole = model.schedule(levels, now, capacity, slots, dispatch.level_latency_s, True).end
-                    late = max(whole, p90_end) if late_levels is not None else whole
+                    late = whole if math.isnan(p90_end) else max(whole, p90_end)
                 ends_at = math.inf
                 if late_work is not None and schedule.end < now + interval:
                     work = late_work()  # a P90 deadline's own levels: their end is ``p90_end``, scheduled above
