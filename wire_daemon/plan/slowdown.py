@@ -343,11 +343,11 @@ class SlowdownPolicy:
         restart: dict[str, float],
         dispatch: DispatchEstimate,
         full_pool_end: float,
-        keep_at_most: int | None = None,
-        aim: _Aim | None = None,
-        late_levels: Levels | None = None,
-        work_on: Mapping[str, float] | None = None,
-        end_levels: Callable[[], Levels] | None = None,
+        keep_at_most: int | None,
+        aim: _Aim,
+        late_levels: Levels | None,
+        work_on: Mapping[str, float],
+        end_levels: Callable[[], Levels] | None,
     ) -> tuple[_Choice, list[_Choice], float, bool]:
         """The best pool size, every size looked at (at most that many instances for any level), and the deadline.
 
@@ -367,7 +367,6 @@ class SlowdownPolicy:
         config, model = self.config, self._model
         assert model is not None
         billing, lag, interval, slots = config.billing, config.interval_s, config.interval_s, config.slots_per_instance
-        work_on = work_on or {}
         base = rank_members(self._members(now, pool, leaving, restart, work_on))
         # How long a job started now holds its slot: the frontier's mean task.
         lead = levels.work_s[0] / levels.tasks[0] if levels.tasks[0] > 0 else 0.0
@@ -394,7 +393,7 @@ class SlowdownPolicy:
         price = config.max_instances / billing.charging_unit_s  # lateness, per second: the full pool's price
         early = self._queued_time_price(levels, pool)
         seen: dict[int, _Choice] = {}
-        promised = aim is not None and aim.deadline is not None
+        promised = aim.deadline is not None
         late_work = functools.cache(end_levels) if end_levels is not None else None
 
         def look(size: int) -> _Choice:
@@ -426,7 +425,7 @@ class SlowdownPolicy:
             return seen[size]
 
         def pick() -> tuple[_Choice, bool]:
-            if aim is None or (aim.deadline is None and aim.money_left is None):
+            if aim.deadline is None and aim.money_left is None:
                 return _best(seen.values(), deadline, price, config.target_slowdown, early), False
             if aim.deadline is None:  # a budget alone: the target's choice among what the budget allows
                 allowed = [c for c in seen.values() if c.cost * aim.unit_money <= (aim.money_left or 0.0) + 1e-9]
@@ -444,7 +443,7 @@ class SlowdownPolicy:
         look(high)
         look(min(max(len(kept), low), high))
         deadline = self._deadline(now, full_pool_end, min(c.end for c in seen.values()))
-        if aim is not None and aim.deadline is not None:
+        if aim.deadline is not None:
             deadline = aim.deadline
         best, _ = pick()
         for around in range(best.size - 3, best.size + 4):
