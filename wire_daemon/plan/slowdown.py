@@ -155,7 +155,7 @@ def quantile_levels(model: LevelModel, state: RunState, prediction: Prediction, 
     The one place the deadline's P90 estimate comes from (the level-based model here): an estimator that
     gives a makespan distribution replaces this function.
     """
-    p90 = prediction.remaining_p90_wide_s if prediction.remaining_p90_wide_s is not None else prediction.remaining_p90_s
+    p90 = prediction.remaining_p90_s
     if p90 is None:
         return model.remaining(state, prediction, dispatch)
     return model.remaining(state, replace(prediction, remaining_mean_s=p90, remaining_s=p90), dispatch)
