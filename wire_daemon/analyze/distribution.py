@@ -298,7 +298,9 @@ class DistributionPredictor:
                 self._unmeasured(out, stage, state, now, idx)
         done = status == DONE
         assert out.remaining_mean_s is not None and out.remaining_p90_s is not None
-        for arr in (out.remaining_s, out.occupancy_s, out.exec_s, out.remaining_mean_s, out.remaining_p90_s):
+        assert out.remaining_p90_wide_s is not None
+        spreads = (out.remaining_mean_s, out.remaining_p90_s, out.remaining_p90_wide_s)
+        for arr in (out.remaining_s, out.occupancy_s, out.exec_s, *spreads):
             arr[done] = np.nan
         out.policy[done] = POLICY_DONE
         return out
@@ -349,7 +351,7 @@ class DistributionPredictor:
         policy = np.full(idx.size, code, dtype=np.int8)
         self._fill(out, idx, status, state, now, prior, shift, occupancy, occupancy.copy(), policy)
         # Another stage's spread says little about this one's: a task not started
-        # is expected at the prior's median, without its tail.
+        # is expected at the prior's median, without its tail (the wide P90 keeps it).
         waiting = idx[~running]
         assert out.remaining_mean_s is not None and out.remaining_p90_s is not None
         out.remaining_mean_s[waiting] = point
@@ -404,6 +406,8 @@ class DistributionPredictor:
         assert out.remaining_mean_s is not None and out.remaining_p90_s is not None
         out.remaining_mean_s[idx] = rem_mean
         out.remaining_p90_s[idx] = rem_p90
+        assert out.remaining_p90_wide_s is not None
+        out.remaining_p90_wide_s[idx] = rem_p90
         out.policy[idx] = policy
 
     # -- reporting ------------------------------------------------------------

@@ -149,13 +149,19 @@ def _within(choices: Iterable[_Choice], deadline: float, aim: _Aim) -> tuple[_Ch
     return best, unbound is not best and unbound.end_at_quantile < best.end_at_quantile
 
 
-def quantile_levels(model: LevelModel, state: RunState, prediction: Prediction, dispatch: DispatchEstimate) -> Levels:
+def quantile_levels(
+    model: LevelModel, state: RunState, prediction: Prediction, dispatch: DispatchEstimate, prior_tail: bool = False
+) -> Levels:
     """The remaining work with every task at its 90th-percentile remaining time: what a P90 end is estimated on.
 
-    The one place the deadline's P90 estimate comes from (the level-based model here): an estimator that
-    gives a makespan distribution replaces this function.
+    The one place a P90 end's work comes from (the level-based model here): an estimator that gives a
+    makespan distribution replaces this function. ``prior_tail``: a task not started of a stage timed by
+    a prior keeps that prior's tail (``Prediction.remaining_p90_wide_s``), as the per-second bill to the
+    workflow's end counts it; a deadline counts it at the prior's median, as the level model does.
     """
-    p90 = prediction.remaining_p90_s
+    p90 = prediction.remaining_p90_wide_s if prior_tail else prediction.remaining_p90_s
+    if p90 is None:
+        p90 = prediction.remaining_p90_s
     if p90 is None:
         return model.remaining(state, prediction, dispatch)
     return model.remaining(state, replace(prediction, remaining_mean_s=p90, remaining_s=p90), dispatch)
@@ -260,7 +266,7 @@ class SlowdownPolicy:
             aim,
             late_levels,
             _work_on_hosts(state, prediction),
-            self._work_at_the_end(state, prediction, dispatch, late_levels),
+            self._work_at_the_end(state, prediction, dispatch),
         )
         floor = 0
         blind = self._blind(state, prediction)
@@ -405,19 +411,15 @@ class SlowdownPolicy:
                     members = [*base, *([new_member] * (size - len(kept)))]
                 capacity = capacity_of(members)
                 schedule = model.schedule(levels, now, capacity, slots, dispatch.level_latency_s)
-                p90_end = late = math.nan
-                if late_levels is not None:
-                    p90_end = model.schedule(late_levels, now, capacity, slots, dispatch.level_latency_s).end
-                if promised:
-                    whole = model.schedule(levels, now, capacity, slots, dispatch.level_latency_s, True).end
-                    late = whole if math.isnan(p90_end) else max(whole, p90_end)
+                late = math.nan
+                if promised:  # the frontier in whole tasks, and at P90 the later of that and the P90 end
+                    late = model.schedule(levels, now, capacity, slots, dispatch.level_latency_s, True).end
+                    if late_levels is not None:
+                        p90 = model.schedule(late_levels, now, capacity, slots, dispatch.level_latency_s).end
+                        late = max(late, p90)
                 ends_at = math.inf
                 if late_work is not None and schedule.end < now + interval:
-                    work = late_work()  # a P90 deadline's own levels: their end is ``p90_end``, scheduled above
-                    same = work is late_levels
-                    ends_at = (
-                        p90_end if same else model.schedule(work, now, capacity, slots, dispatch.level_latency_s).end
-                    )
+                    ends_at = model.schedule(late_work(), now, capacity, slots, dispatch.level_latency_s).end
                 plan = plan_instances(
                     members, schedule, billing, now, lag, interval, config.min_instances, lead, True, ends_at
                 )
@@ -690,21 +692,19 @@ class SlowdownPolicy:
         return SteeringDecision(target, best.size, launch=launch, release=going, release_at=when, rule=rule)
 
     def _work_at_the_end(
-        self, state: RunState, prediction: Prediction, dispatch: DispatchEstimate, p90_levels: Levels | None
+        self, state: RunState, prediction: Prediction, dispatch: DispatchEstimate
     ) -> Callable[[], Levels] | None:
         """The P90 work a choice ending before the next decision bills its pool to, or None: to the next decision.
 
         The pool goes when the workflow ends. Billed per second, an end estimated early costs the seconds
         it is off by; billed per started unit it costs whole units (billed to the estimated end, the
         per-minute slice's runs cheaper than PFA fell from 58 of 96 to 55-57). A running task timed from
-        a prior leaves the end a guess. ``p90_levels``: that work when a P90 deadline already asked for it.
+        a prior leaves the end a guess.
         """
         model = self._model
         if model is None or self.config.billing_model != "second" or _running_end_guessed(state, prediction):
             return None
-        if p90_levels is not None:
-            return lambda: p90_levels
-        return lambda: quantile_levels(model, state, prediction, dispatch)
+        return lambda: quantile_levels(model, state, prediction, dispatch, prior_tail=True)
 
     def _speculation_cap(self, state: RunState, prediction: Prediction, levels: Levels) -> int | None:
         """At most a slot per queued or running task while a running task's end is only guessed from a prior.

@@ -40,6 +40,9 @@ class Prediction:
     # task needs); None from point predictors.
     remaining_mean_s: np.ndarray | None = None
     remaining_p90_s: np.ndarray | None = None
+    # The 90th percentile a per-second bill to the workflow's end is counted to: the same, except that a task
+    # not started of a stage predicted from another stage's measurements (a prior) keeps that prior's tail.
+    remaining_p90_wide_s: np.ndarray | None = None
 
     def mean_remaining(self) -> np.ndarray:
         """The expected remaining occupancy where the predictor gives one, else its point prediction."""
@@ -55,7 +58,7 @@ class Prediction:
         zeros, policy = np.zeros(n_tasks), np.full(n_tasks, POLICY_NOT_STARTED, dtype=np.int8)
         if not distribution:
             return cls(zeros, zeros.copy(), zeros.copy(), policy)
-        return cls(zeros, zeros.copy(), zeros.copy(), policy, zeros.copy(), zeros.copy())
+        return cls(zeros, zeros.copy(), zeros.copy(), policy, zeros.copy(), zeros.copy(), zeros.copy())
 
 
 class Predictor(Protocol):
