@@ -159,9 +159,8 @@ def quantile_levels(
     a prior keeps that prior's tail (``Prediction.remaining_p90_wide_s``), as the per-second bill to the
     workflow's end counts it; a deadline counts it at the prior's median, as the level model does.
     """
-    p90 = prediction.remaining_p90_wide_s if prior_tail else prediction.remaining_p90_s
-    if p90 is None:
-        p90 = prediction.remaining_p90_s
+    wide = prediction.remaining_p90_wide_s if prior_tail else None
+    p90 = wide if wide is not None else prediction.remaining_p90_s
     if p90 is None:
         return model.remaining(state, prediction, dispatch)
     return model.remaining(state, replace(prediction, remaining_mean_s=p90, remaining_s=p90), dispatch)
