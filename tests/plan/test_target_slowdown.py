@@ -269,9 +269,9 @@ def test_a_running_task_past_the_workflow_s_short_tasks_is_not_given_its_long_st
 
 
 def test_a_deadline_s_90th_percentile_counts_a_stage_timed_by_a_prior_at_the_prior_s_median():
-    """Another stage's spread says little about a level's longest task, for a promise as for the estimate:
-    the deadline's P90 work counts a task not started of a stage timed by the workflow's prior at that
-    prior's median, not at the tail the one long measured task gives it."""
+    """Another stage's spread says little about this stage's tasks, for a promise as for the estimate: the
+    deadline's P90 work counts a task not started of a stage timed by the workflow's prior at that prior's
+    median, not at the tail the one long measured task gives it."""
     wf = _stage_workflow()
     state = RunState(wf)
     predictor = DistributionPredictor(wf, PredictionConfig())
@@ -285,7 +285,12 @@ def test_a_deadline_s_90th_percentile_counts_a_stage_timed_by_a_prior_at_the_pri
     assert out.remaining_p90_s is not None and out.remaining_p90_s[b] == pytest.approx(2.5)
     model = LevelModel(wf)
     levels = quantile_levels(model, state, out, _no_dispatch(len(wf.stages)))
-    assert levels.longest_s[model.level[b] + 1] == pytest.approx(2.5)
+    sorts = [wf.index_of(f"b{i}") for i in range(10)]
+    assert all(model.level[t] == model.level[b] for t in sorts)
+    assert levels.work_s[model.level[b] + 1] == pytest.approx(10 * 2.5)  # ten "sort" tasks at the median
+    # The per-second bill to the workflow's end keeps the prior's tail.
+    tail = quantile_levels(model, state, out, _no_dispatch(len(wf.stages)), prior_tail=True)
+    assert tail.work_s[model.level[b] + 1] == pytest.approx(10 * np.quantile(times, 0.9))
 
 
 def test_measured_stages_give_a_point_a_mean_and_a_90th_percentile():
