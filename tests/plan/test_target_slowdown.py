@@ -22,7 +22,7 @@ from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.traces import load_trace
 from wire_daemon.plan import slowdown
 from wire_daemon.plan.makespan import LevelModel, PoolMember, Slots, plan_instances, top_down_levels
-from wire_daemon.plan.slowdown import SlowdownPolicy, _best, _Choice, quantile_levels
+from wire_daemon.plan.slowdown import SlowdownPolicy, _Aim, _best, _Choice, _within, quantile_levels
 from wire_daemon.ports.prediction import (
     POLICY_PRIOR_TRANSFORMATION,
     POLICY_PRIOR_WORKFLOW,
@@ -686,6 +686,21 @@ def test_a_deadline_is_promised_on_whole_tasks_not_on_tasks_split_across_slots()
     pool = [Instance("i-1", -180.0, 4, CloudState.RUNNING)]
     decision = policy.plan(700.0, state, pool, state.idle_in_queue_order()).decision
     assert decision.target == 7 and "met with" in decision.rule
+
+
+def test_under_a_deadline_the_pool_as_it_is_stays_unless_a_change_saves_more_than_the_margin():
+    """Work costs about as much on 5 instances as on 12: a unit or two apart, the pool is not let go only to be
+    bought back when the next estimate moves."""
+    as_is = _Choice(size=12, end=40_000.0, cost=103, launch=0, release=())
+    fewer = _Choice(size=5, end=70_000.0, cost=100, launch=0, release=("i-1", "i-2"))
+    more = _Choice(size=13, end=38_000.0, cost=99, launch=1, release=())
+    aim = _Aim(deadline=100_000.0)
+    assert _within([as_is, fewer], 100_000.0, aim) == (as_is, False)  # saves 3 %: kept
+    assert _within([as_is, more], 100_000.0, aim) == (as_is, False)
+    much_fewer = replace(fewer, cost=90)  # saves 13 %: let go
+    assert _within([as_is, much_fewer], 100_000.0, aim) == (much_fewer, False)
+    late = replace(as_is, end=110_000.0)  # the pool as it is would miss the deadline: the change is made
+    assert _within([late, fewer], 100_000.0, aim) == (fewer, False)
 
 
 def test_the_wait_on_guesses_restarts_when_no_guess_is_running():

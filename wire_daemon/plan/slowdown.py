@@ -50,7 +50,9 @@ policy then takes the cheapest choice whose estimated end, at
 ``steering.deadline_quantile`` (P50, or P90 from the tasks' 90th-percentile
 remaining times), is by the deadline; when none is, the one that ends
 soonest (the fastest it can go), and its decision line says by how much the
-deadline will be missed. While a queued or running task has nothing measured
+deadline will be missed. The pool as it is (no launch, no release) is kept
+while it meets the deadline and the cheapest choice saves no more than
+``POOL_CHANGE_MARGIN`` of the money still to pay. While a queued or running task has nothing measured
 to predict it by, an estimate cannot speak for a deadline on the clock (a
 later stage may be many times longer than the prior says): the pool is then
 at least the reactive floor, a slot for every task still there at the next
@@ -108,6 +110,9 @@ from wire_daemon.ports.prediction import (
 MEASURED = frozenset({POLICY_STAGE_MEDIAN, POLICY_SAME_INPUT, POLICY_GRADIENT})
 # Launch lags after which running tasks guessed from a prior no longer keep the pool waiting for them.
 GUESS_KEPT_LAGS = 2.0
+# Under a deadline, the share of the money still to pay a launch or a release must save to be made while the
+# pool as it is meets the deadline (see ``_within``).
+POOL_CHANGE_MARGIN = 0.05
 # At target 1 with a unit no longer than the interval, while tasks wait for a slot: instance-seconds a second
 # of the workflow is worth even before the deadline (see ``SlowdownPolicy._queued_time_price``).
 QUEUED_SECOND_WORTH = 1.25
@@ -140,13 +145,31 @@ class _Aim:
 
 def _within(choices: Iterable[_Choice], deadline: float, aim: _Aim) -> tuple[_Choice, bool]:
     """The cheapest choice that ends by ``deadline`` at the operator's quantile, else the one least late,
-    among those the budget allows; and whether the budget kept a cheaper or faster choice out."""
+    among those the budget allows; and whether the budget kept a cheaper or faster choice out.
+
+    The pool as it is, if it ends by the deadline, is kept unless the cheapest choice saves more than
+    ``POOL_CHANGE_MARGIN`` of the money it still pays. Work costs about as much on few instances as on
+    many, so which size is cheapest turns on a unit or two that moves with every re-estimate; followed
+    decision by decision, the pool is let go and bought back (Epigenomics hep 6seq, u = 60, K = 100:
+    12 instances, then 5, then 12 again within two hours), and each launch pays a new unit.
+    """
     every = list(choices)
     affordable = [c for c in every if aim.money_left is None or c.cost * aim.unit_money <= aim.money_left + 1e-9]
     allowed = affordable or [min(every, key=lambda c: (c.cost, c.end, c.size))]  # none fits: the cheapest
-    best = min(allowed, key=lambda c: (max(c.end_at_quantile - deadline, 0.0), c.cost, c.launch, c.end, c.size))
-    unbound = min(every, key=lambda c: (max(c.end_at_quantile - deadline, 0.0), c.cost, c.launch, c.end, c.size))
+    best, unbound = _in_time(allowed, deadline), _in_time(every, deadline)
     return best, unbound is not best and unbound.end_at_quantile < best.end_at_quantile
+
+
+def _in_time(choices: list[_Choice], deadline: float) -> _Choice:
+    """``_within``'s choice among ``choices``, the budget aside."""
+    best = min(choices, key=lambda c: (max(c.end_at_quantile - deadline, 0.0), c.cost, c.launch, c.end, c.size))
+    kept = [
+        c
+        for c in choices
+        if c.launch == 0 and not c.release and c.end_at_quantile <= deadline
+        if c.cost <= best.cost * (1.0 + POOL_CHANGE_MARGIN)
+    ]
+    return min(kept, key=lambda c: (c.cost, c.end, c.size)) if kept else best
 
 
 def quantile_levels(
