@@ -52,15 +52,16 @@ remaining times), is by the deadline; when none is, the one that ends
 soonest (the fastest it can go), and its decision line says by how much the
 deadline will be missed. The pool as it is (no launch, no release) is kept
 while it meets the deadline and the cheapest choice saves no more than
-``POOL_CHANGE_MARGIN`` of the money still to pay. While a queued or running task has nothing measured
-to predict it by, an estimate cannot speak for a deadline on the clock (a
-later stage may be many times longer than the prior says): the pool is then
-at least the reactive floor, a slot for every task still there at the next
-boot, as it is when late. A budget (``steering.budget``, money per workflow)
-keeps out every choice whose money still to pay, added to the bill of every
-instance the cloud listed so far, exceeds it, and caps launches and renewals
-at what is left; the decision line says when it binds. With neither set,
-nothing here changes what the policy decides.
+``POOL_CHANGE_MARGIN`` of the money still to pay. While a queued or running
+task has nothing measured to predict it by, an estimate cannot speak for a
+deadline on the clock (a later stage may be many times longer than the prior
+says): the pool is then at least the reactive floor, a slot for every task
+still there at the next boot, as it is when late. A budget
+(``steering.budget``, money per workflow) keeps out every choice whose money
+still to pay, added to the bill of every instance the cloud listed so far,
+exceeds it, and caps launches and renewals at what is left; the decision line
+says when it binds. With neither set, nothing here changes what the policy
+decides.
 
 With nothing left to run the pool goes to ``min_instances`` at the units'
 ends, like WIRE. The decision record carries the estimates at the chosen
@@ -163,12 +164,8 @@ def _within(choices: Iterable[_Choice], deadline: float, aim: _Aim) -> tuple[_Ch
 def _in_time(choices: list[_Choice], deadline: float) -> _Choice:
     """``_within``'s choice among ``choices``, the budget aside."""
     best = min(choices, key=lambda c: (max(c.end_at_quantile - deadline, 0.0), c.cost, c.launch, c.end, c.size))
-    kept = [
-        c
-        for c in choices
-        if c.launch == 0 and not c.release and c.end_at_quantile <= deadline
-        if c.cost <= best.cost * (1.0 + POOL_CHANGE_MARGIN)
-    ]
+    margin = best.cost * (1.0 + POOL_CHANGE_MARGIN)
+    kept = [c for c in choices if not c.launch and not c.release and c.end_at_quantile <= deadline and c.cost <= margin]
     return min(kept, key=lambda c: (c.cost, c.end, c.size)) if kept else best
 
 
