@@ -211,6 +211,20 @@ def peer_shares(runs: Runs, keys: Sequence[tuple[str, float, float, int]], facto
     return out
 
 
+def cheapest_shares(runs: Runs, keys: Sequence[tuple[str, float, float, int]], factor: float) -> dict[str, int]:
+    """Runs of ``keys`` in which each peer meets the deadline at the cheapest peer's cost: the knob's
+    "both" measure, each peer held to it."""
+    out = dict.fromkeys(KNOB_PEERS, 0)
+    for k in keys:
+        row = runs[k]
+        deadline = factor * row["full-site"]["makespan_s"]
+        meeting = [p for p in KNOB_PEERS if meets(row[p], deadline)]
+        cheapest = min(row[p]["cost_units"] for p in meeting)
+        for p in meeting:
+            out[p] += row[p]["cost_units"] <= cheapest
+    return out
+
+
 def against_qualified(runs: Runs, keys: Sequence[tuple[str, float, float, int]], factor: float) -> tuple[str, float]:
     """The cheapest (by total cost) peer meeting the deadline in >= 80 % of ``keys``, and the knob's cost over it."""
     shares = peer_shares(runs, keys, factor)
@@ -288,6 +302,19 @@ def page(
         best, over = against_qualified(runs, every, f)
         cells = " | ".join(f"{100 * shares[p]:.1f} %" for p in KNOB_PEERS)
         out.append(f"| {f:g} | {cells} | {100 * mine.share(mine.met):.1f} % | {best} | {over:.3f} |")
+    out += [
+        "",
+        "The knob's measure is against the cheapest of five peers run by run, a choice made in hindsight. Each "
+        "peer held to the same measure (long runs in which it meets the deadline at the cheapest peer's cost, "
+        "ties counted for each; all traces):",
+        "",
+        f"| deadline | long runs | {' | '.join(KNOB_PEERS)} | {POLICY} (both) |",
+        f"|---|---|{'---|' * len(KNOB_PEERS)}---|",
+    ]
+    for f in factors:
+        own, mine = cheapest_shares(runs, every, f), score(runs, every, f)
+        cells = " | ".join(f"{own[p]} ({100 * mine.share(own[p]):.1f} %)" for p in KNOB_PEERS)
+        out.append(f"| {f:g} | {len(every)} | {cells} | {mine.both} ({100 * mine.share(mine.both):.1f} %) |")
     out += ["", "## Per time scale (all traces, long runs)", ""]
     out += ["| deadline | K | long runs | met | cost <= cheapest peer meeting it |", "|---|---|---|---|---|"]
     for f in factors:
