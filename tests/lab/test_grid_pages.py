@@ -34,3 +34,15 @@ def test_the_best_possible_run_among_scaling_policies_leaves_out_the_pools_up_at
     # A run that ended later is never the best possible, however cheap.
     row["pfa"] = {"cost_units": 10, "makespan_s": 901.0}
     assert study.best_possible_ratio(row, "target-slowdown", study.ELASTIC_RUNS) == pytest.approx(1.0)
+
+
+def test_each_deadline_peer_is_held_to_the_knobs_measure_ties_counted_for_each():
+    study = load_benchmark("deadlines.py", "deadlines_study")
+    row = {p: {"cost_units": 100, "makespan_s": 1000.0} for p in study.KNOB_PEERS}
+    row["full-site"] = {"cost_units": 120, "makespan_s": 800.0}
+    row["pfa"] = {"cost_units": 90, "makespan_s": 1190.0}
+    row["wire"] = {"cost_units": 90, "makespan_s": 1200.0}  # as cheap, and on the deadline (1.5 x 800 s): a tie
+    row["reactive-conserving"] = {"cost_units": 80, "makespan_s": 1300.0}  # cheapest, and late
+    runs = {("t", 1.0, 1.0, 0): row}
+    shares = study.cheapest_shares(runs, list(runs), 1.5)
+    assert shares == {"wire": 1, "full-site": 0, "pure-reactive": 0, "reactive-conserving": 0, "pfa": 1}
