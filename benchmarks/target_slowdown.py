@@ -220,6 +220,11 @@ def dominance(runs: Runs, policy: str, keys: Iterable[tuple[str, float, float, i
     return out
 
 
+def dominated_among(runs: Runs, policy: str, field: Sequence[str]) -> int:
+    """Runs in which ``policy`` is dominated by another policy of ``field``: target 1a, each held to it."""
+    return sum(any(dominates(row[p], row[policy]) for p in field if p != policy) for row in runs.values())
+
+
 def long_runs(runs: Runs) -> list[tuple[str, float, float, int]]:
     return [k for k, row in runs.items() if row["full-site"]["intervals"] >= 10]
 
@@ -516,6 +521,17 @@ def page(
                 f"{100 * (b.mean() / a.mean() - 1):+.0f} % | {floor.get(cls, math.nan):.3f} |"
             )
     lines += ["", "## Where the default is dominated", ""]
+    field = (me, *PEERS)
+    counts = {p: dominated_among(runs, p, field) for p in (*field, "wire")}
+    lines += [
+        "Target 1a with every policy held to it: the runs in which each is dominated by another of "
+        f"{', '.join(field)} (`wire` against all four).",
+        "",
+        f"| {' | '.join(counts)} |",
+        f"|{'---|' * len(counts)}",
+        "| " + " | ".join(f"{n} ({100 * n / len(runs):.1f} %)" for n in counts.values()) + " |",
+        "",
+    ]
     lines += [
         "| trace | u | K | seed | default cost / rel. time | by | its cost / rel. time |",
         "|---|---|---|---|---|---|---|",

@@ -46,3 +46,14 @@ def test_each_deadline_peer_is_held_to_the_knobs_measure_ties_counted_for_each()
     runs = {("t", 1.0, 1.0, 0): row}
     shares = study.cheapest_shares(runs, list(runs), 1.5)
     assert shares == {"wire": 1, "full-site": 0, "pure-reactive": 0, "reactive-conserving": 0, "pfa": 1}
+
+
+def test_every_policy_is_held_to_target_1a_against_the_others_of_the_field(policy_study):
+    study = policy_study
+    row = {
+        "a": {"cost_units": 10, "makespan_s": 100.0},
+        "b": {"cost_units": 10, "makespan_s": 90.0},  # as cheap, sooner: dominates a
+        "c": {"cost_units": 5, "makespan_s": 200.0},  # cheaper, later: dominates no one
+    }
+    runs = {("t", 1.0, 1.0, 0): row, ("t", 1.0, 1.0, 1): {**row, "a": {"cost_units": 10, "makespan_s": 90.0}}}
+    assert [study.dominated_among(runs, p, ("a", "b", "c")) for p in "abc"] == [1, 0, 0]
