@@ -640,6 +640,27 @@ def medians_table(runs: Runs) -> list[str]:
     return lines
 
 
+def held_to_target_3(runs: Runs) -> list[str]:
+    """Target 3 with each policy of the comparison held to it: dominated by another of the three."""
+    field = (DEFAULT_POLICY, *SPOT_PEERS)
+    keys = keys_of(runs)
+    counts = {p: sum(any(dominates(runs[k][o], runs[k][p]) for o in field if o != p) for k in keys) for p in field}
+    stopped = {p: sum(not runs[k][p].get("finished", True) for k in keys) for p in field}
+    cells = [
+        f"{n} ({100 * n / len(keys):.1f} %)" + (f", {stopped[p]} stopped" if stopped[p] else "")
+        for p, n in counts.items()
+    ]
+    return [
+        f"Target 3 with each policy held to it: the runs in which another of {', '.join(field)} dominates it "
+        "(a run stopped at the horizon counts on its money and time so far, which only grow).",
+        "",
+        f"| {' | '.join(field)} |",
+        f"|{'---|' * len(field)}",
+        f"| {' | '.join(cells)} |",
+        "",
+    ]
+
+
 def dominated_table(runs: Runs) -> list[str]:
     lines = [
         "| trace | K | seed | market | default money / rel. time | by | its money / rel. time |",
@@ -751,6 +772,7 @@ def page(
     lines += ["", "## Medians per time scale, market and policy", ""]
     lines += medians_table(runs)
     lines += ["", "## Where the default is dominated", ""]
+    lines += held_to_target_3(runs)
     lines += dominated_table(runs)
     notes = RESULTS / "markets.notes.md"
     if notes.exists():

@@ -85,6 +85,15 @@ def test_domination_needs_one_strict_side(study):
     assert study.dominates({"cost": 30.0 * (1 + 1e-12), "makespan_s": 900.0}, a)  # nor a loss
 
 
+def test_each_policy_is_held_to_target_3_against_the_other_two(study):
+    # annex-spot is dearer and faster: no one dominates it; reactive-spot is dearer and slower than the default.
+    rows = _grid(study, (30.0, 1050.0, 10.0), (35.0, 1000.0, 50.0), (32.0, 1300.0, 40.0))
+    runs = study.by_run(rows)
+    table = study.held_to_target_3(runs)
+    n = len(runs)
+    assert table[4] == f"| 0 (0.0 %) | 0 (0.0 %) | {n} (100.0 %) |"
+
+
 def _verdicts(study, rows):
     return {(v.number, v.target): v for v in study.verdicts(rows, study.by_run(rows))}
 
