@@ -183,6 +183,11 @@ def meets(row: dict, deadline: float) -> bool:
     return bool(row["makespan_s"] <= deadline + EPS_S)
 
 
+def cheapest_meeting(row: dict, deadline: float) -> int:
+    """The least any peer that meets ``deadline`` paid in this run (full-site always meets it)."""
+    return min(row[p]["cost_units"] for p in KNOB_PEERS if meets(row[p], deadline))
+
+
 def score(runs: Runs, keys: Sequence[tuple[str, float, float, int]], factor: float) -> Score:
     """The deadline knob on ``keys``: met, and cost at most the cheapest peer meeting the same deadline in that run."""
     out = Score(ratios=[])
@@ -191,7 +196,7 @@ def score(runs: Runs, keys: Sequence[tuple[str, float, float, int]], factor: flo
         row = runs[k]
         me = row[name]
         deadline = factor * row["full-site"]["makespan_s"]
-        cheapest = min(row[p]["cost_units"] for p in KNOB_PEERS if meets(row[p], deadline))  # full-site meets it
+        cheapest = cheapest_meeting(row, deadline)
         ok_time, ok_cost = meets(me, deadline), me["cost_units"] <= cheapest
         out.runs += 1
         out.met += ok_time
@@ -218,10 +223,9 @@ def cheapest_shares(runs: Runs, keys: Sequence[tuple[str, float, float, int]], f
     for k in keys:
         row = runs[k]
         deadline = factor * row["full-site"]["makespan_s"]
-        meeting = [p for p in KNOB_PEERS if meets(row[p], deadline)]
-        cheapest = min(row[p]["cost_units"] for p in meeting)
-        for p in meeting:
-            out[p] += row[p]["cost_units"] <= cheapest
+        cheapest = cheapest_meeting(row, deadline)
+        for p in KNOB_PEERS:
+            out[p] += meets(row[p], deadline) and row[p]["cost_units"] <= cheapest
     return out
 
 
