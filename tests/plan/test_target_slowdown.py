@@ -21,8 +21,9 @@ from wire_daemon.core.run_state import RunState
 from wire_daemon.core.workflow import TaskSpec, build_workflow
 from wire_daemon.emulated.traces import load_trace
 from wire_daemon.plan import slowdown
+from wire_daemon.plan.choices import Aim, Choice, best_for_target, within
 from wire_daemon.plan.makespan import LevelModel, PoolMember, Slots, plan_instances, top_down_levels
-from wire_daemon.plan.slowdown import SlowdownPolicy, _Aim, _best, _Choice, _within, quantile_levels
+from wire_daemon.plan.slowdown import SlowdownPolicy, quantile_levels
 from wire_daemon.ports.prediction import (
     POLICY_PRIOR_TRANSFORMATION,
     POLICY_PRIOR_WORKFLOW,
@@ -385,12 +386,12 @@ def test_above_target_1_the_deadline_is_a_share_of_the_time_left_whatever_the_ru
 
 
 def test_of_equally_cheap_choices_a_target_above_1_launches_fewest():
-    launch_more = _Choice(size=9, end=1000.0, cost=10, launch=4, release=())
-    launch_later = _Choice(size=8, end=1100.0, cost=10, launch=1, release=())
-    assert _best([launch_more, launch_later], deadline=2000.0, price=0.2, target=1.0) is launch_more
-    assert _best([launch_more, launch_later], deadline=2000.0, price=0.2, target=1.5) is launch_later
+    launch_more = Choice(size=9, end=1000.0, cost=10, launch=4, release=())
+    launch_later = Choice(size=8, end=1100.0, cost=10, launch=1, release=())
+    assert best_for_target([launch_more, launch_later], deadline=2000.0, price=0.2, target=1.0) is launch_more
+    assert best_for_target([launch_more, launch_later], deadline=2000.0, price=0.2, target=1.5) is launch_later
     # Lateness still counts: past the deadline the faster one is cheaper.
-    assert _best([launch_more, launch_later], deadline=1000.0, price=0.2, target=1.5) is launch_more
+    assert best_for_target([launch_more, launch_later], deadline=1000.0, price=0.2, target=1.5) is launch_more
 
 
 def test_the_target_is_validated():
@@ -628,7 +629,7 @@ def test_no_launch_ahead_while_a_running_task_is_only_guessed_from_a_prior():
     assert policy._speculation_cap(state, prediction, levels) is None  # measured: the model may launch ahead
     prediction.policy[:] = POLICY_PRIOR_WORKFLOW
     assert policy._speculation_cap(state, prediction, levels) == 2  # a slot per queued or running task
-    best = _Choice(size=6, end=500.0, cost=5, launch=5, release=())
+    best = Choice(size=6, end=500.0, cost=5, launch=5, release=())
     assert policy._decide(0.0, best, pool, cap=2).launch == 1
     assert policy._decide(0.0, best, pool).launch == 5
 
@@ -691,16 +692,16 @@ def test_a_deadline_is_promised_on_whole_tasks_not_on_tasks_split_across_slots()
 def test_under_a_deadline_the_pool_as_it_is_stays_unless_a_change_saves_more_than_the_margin():
     """Work costs about as much on 5 instances as on 12: a unit or two apart, the pool is not let go only to be
     bought back when the next estimate moves."""
-    as_is = _Choice(size=12, end=40_000.0, cost=103, launch=0, release=())
-    fewer = _Choice(size=5, end=70_000.0, cost=100, launch=0, release=("i-1", "i-2"))
-    more = _Choice(size=13, end=38_000.0, cost=99, launch=1, release=())
-    aim = _Aim(deadline=100_000.0)
-    assert _within([as_is, fewer], 100_000.0, aim) == (as_is, False)  # saves 3 %: kept
-    assert _within([as_is, more], 100_000.0, aim) == (as_is, False)
+    as_is = Choice(size=12, end=40_000.0, cost=103, launch=0, release=())
+    fewer = Choice(size=5, end=70_000.0, cost=100, launch=0, release=("i-1", "i-2"))
+    more = Choice(size=13, end=38_000.0, cost=99, launch=1, release=())
+    aim = Aim(deadline=100_000.0)
+    assert within([as_is, fewer], 100_000.0, aim) == (as_is, False)  # saves 3 %: kept
+    assert within([as_is, more], 100_000.0, aim) == (as_is, False)
     much_fewer = replace(fewer, cost=90)  # saves 13 %: let go
-    assert _within([as_is, much_fewer], 100_000.0, aim) == (much_fewer, False)
+    assert within([as_is, much_fewer], 100_000.0, aim) == (much_fewer, False)
     late = replace(as_is, end=110_000.0)  # the pool as it is would miss the deadline: the change is made
-    assert _within([late, fewer], 100_000.0, aim) == (fewer, False)
+    assert within([late, fewer], 100_000.0, aim) == (fewer, False)
 
 
 def test_the_wait_on_guesses_restarts_when_no_guess_is_running():
@@ -715,17 +716,17 @@ def test_the_wait_on_guesses_restarts_when_no_guess_is_running():
 
 
 def test_time_before_the_deadline_is_priced_only_when_asked_and_only_up_to_the_deadline():
-    cheap = _Choice(size=4, end=1800.0, cost=100, launch=3, release=())
-    fast = _Choice(size=8, end=1000.0, cost=110, launch=7, release=())
-    assert _best([cheap, fast], deadline=2000.0, price=0.2, target=1.0) is cheap  # before the deadline: free
+    cheap = Choice(size=4, end=1800.0, cost=100, launch=3, release=())
+    fast = Choice(size=8, end=1000.0, cost=110, launch=7, release=())
+    assert best_for_target([cheap, fast], deadline=2000.0, price=0.2, target=1.0) is cheap  # before the deadline: free
     # 800 s sooner for 10 units more: worth it at 1.25 instance-seconds a second of one-minute units.
-    assert _best([cheap, fast], deadline=2000.0, price=0.2, target=1.0, early=1.25 / 60.0) is fast
-    assert _best([cheap, fast], deadline=2000.0, price=0.2, target=1.0, early=0.01 / 60.0) is cheap
+    assert best_for_target([cheap, fast], deadline=2000.0, price=0.2, target=1.0, early=1.25 / 60.0) is fast
+    assert best_for_target([cheap, fast], deadline=2000.0, price=0.2, target=1.0, early=0.01 / 60.0) is cheap
     # Past the deadline only the lateness price counts: the early price stops at the deadline.
-    late = _Choice(size=4, end=2600.0, cost=100, launch=3, release=())
-    less_late = _Choice(size=8, end=2000.0, cost=110, launch=7, release=())
-    assert _best([late, less_late], deadline=1000.0, price=0.0, target=1.0, early=100.0) is late
-    assert _best([late, less_late], deadline=1000.0, price=0.2, target=1.0, early=100.0) is less_late
+    late = Choice(size=4, end=2600.0, cost=100, launch=3, release=())
+    less_late = Choice(size=8, end=2000.0, cost=110, launch=7, release=())
+    assert best_for_target([late, less_late], deadline=1000.0, price=0.0, target=1.0, early=100.0) is late
+    assert best_for_target([late, less_late], deadline=1000.0, price=0.2, target=1.0, early=100.0) is less_late
 
 
 @pytest.mark.parametrize(

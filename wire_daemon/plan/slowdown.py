@@ -52,12 +52,12 @@ remaining times), is by the deadline; when none is, the one that ends
 soonest (the fastest it can go), and its decision line says by how much the
 deadline will be missed. The pool as it is (no launch, no release) is kept
 while it meets the deadline and the cheapest choice saves no more than
-``POOL_CHANGE_MARGIN`` of the money still to pay. While a queued or running
+``choices.POOL_CHANGE_MARGIN`` of the money still to pay. While a queued or running
 task has nothing measured to predict it by, an estimate cannot speak for a
 deadline on the clock (a later stage may be many times longer than the prior
 says): the pool is then at least the reactive floor, a slot for every task
 still there at the next boot, as it is when late. A budget
-(``steering.budget``, money per workflow) keeps out every choice whose money
+(``steering.budget``, money per workflow; ``budget.py``) keeps out every choice whose money
 still to pay, added to the bill of every instance the cloud listed so far,
 exceeds it, and caps launches and renewals at what is left; the decision line
 says when it binds. With neither set, nothing here changes what the policy
@@ -73,17 +73,18 @@ from __future__ import annotations
 import functools
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from wire_daemon.core.config import SteeringConfig
 from wire_daemon.core.deadlines import Deadline
 from wire_daemon.core.instances import CloudState, Instance
-from wire_daemon.core.pricing import SECONDS_PER_HOUR, Bill, Market, Span, bill, money
 from wire_daemon.core.run_state import DONE, WAITING, RunState
 from wire_daemon.core.run_state import RUNNING as RUNNING_TASK
+from wire_daemon.plan.budget import WorkflowBill, cut_to_budget, unit_money
+from wire_daemon.plan.choices import Aim, Choice, pick
 from wire_daemon.plan.makespan import (
     LevelModel,
     Levels,
@@ -111,62 +112,9 @@ from wire_daemon.ports.prediction import (
 MEASURED = frozenset({POLICY_STAGE_MEDIAN, POLICY_SAME_INPUT, POLICY_GRADIENT})
 # Launch lags after which running tasks guessed from a prior no longer keep the pool waiting for them.
 GUESS_KEPT_LAGS = 2.0
-# Under a deadline, the share of the money still to pay a launch or a release must save to be made while the
-# pool as it is meets the deadline (see ``_within``).
-POOL_CHANGE_MARGIN = 0.05
 # At target 1 with a unit no longer than the interval, while tasks wait for a slot: instance-seconds a second
 # of the workflow is worth even before the deadline (see ``SlowdownPolicy._queued_time_price``).
 QUEUED_SECOND_WORTH = 1.25
-
-
-@dataclass(frozen=True)
-class _Choice:
-    size: int  # the most instances any level may use
-    end: float  # estimated end of the workflow
-    cost: int  # units still to pay
-    launch: int  # launched now
-    release: tuple[str, ...]  # let go now (at the end of their paid unit)
-    end_q: float = math.nan  # estimated end at the operator's quantile (NaN: the estimate above)
-
-    @property
-    def end_at_quantile(self) -> float:
-        return self.end if math.isnan(self.end_q) else self.end_q
-
-
-@dataclass(frozen=True)
-class _Aim:
-    """What the operator set beyond the target: a deadline on the policy's clock, and money left to commit."""
-
-    deadline: float | None = None
-    shown: str = ""  # the deadline as a decision line names it
-    money_left: float | None = None  # the budget less the bill so far; None: no budget
-    unit_money: float = 1.0  # one charging unit of a new instance
-    budget: float | None = None
-
-
-def _within(choices: Iterable[_Choice], deadline: float, aim: _Aim) -> tuple[_Choice, bool]:
-    """The cheapest choice that ends by ``deadline`` at the operator's quantile, else the one least late,
-    among those the budget allows; and whether the budget kept a cheaper or faster choice out.
-
-    The pool as it is, if it ends by the deadline, is kept unless the cheapest choice saves more than
-    ``POOL_CHANGE_MARGIN`` of the money it still pays. Work costs about as much on few instances as on
-    many, so which size is cheapest turns on a unit or two that moves with every re-estimate; followed
-    decision by decision, the pool is let go and bought back (Epigenomics hep 6seq, u = 60, K = 100:
-    12 instances, then 5, then 12 again within two hours), and each launch pays a new unit.
-    """
-    every = list(choices)
-    affordable = [c for c in every if aim.money_left is None or c.cost * aim.unit_money <= aim.money_left + 1e-9]
-    allowed = affordable or [min(every, key=lambda c: (c.cost, c.end, c.size))]  # none fits: the cheapest
-    best, unbound = _in_time(allowed, deadline), _in_time(every, deadline)
-    return best, unbound is not best and unbound.end_at_quantile < best.end_at_quantile
-
-
-def _in_time(choices: list[_Choice], deadline: float) -> _Choice:
-    """``_within``'s choice among ``choices``, the budget aside."""
-    best = min(choices, key=lambda c: (max(c.end_at_quantile - deadline, 0.0), c.cost, c.launch, c.end, c.size))
-    margin = best.cost * (1.0 + POOL_CHANGE_MARGIN)
-    kept = [c for c in choices if not c.launch and not c.release and c.end_at_quantile <= deadline and c.cost <= margin]
-    return min(kept, key=lambda c: (c.cost, c.end, c.size)) if kept else best
 
 
 def quantile_levels(
@@ -198,24 +146,6 @@ def _running_end_guessed(state: RunState, prediction: Prediction) -> bool:
     return bool((running & ~np.isin(prediction.policy, list(MEASURED))).any())
 
 
-def _best(choices: Iterable[_Choice], deadline: float, price: float, target: float, early: float = 0.0) -> _Choice:
-    """The cheapest choice, lateness past the deadline priced at ``price`` a second, and the time until the
-    deadline at ``early`` a second (0: time before the deadline is free).
-
-    Of equally cheap choices: the faster at target 1; above it, the one that
-    launches fewest instances now (a launch commits money on estimates), then
-    the faster.
-    """
-
-    def score(c: _Choice) -> tuple[float, ...]:
-        late = c.cost + price * max(c.end - deadline, 0.0)
-        if early > 0.0:
-            late += early * min(c.end, deadline)  # the same offset for every choice: only differences count
-        return (late, c.launch, c.end, c.size) if target > 1.0 else (late, c.end, c.size)
-
-    return min(choices, key=score)
-
-
 class SlowdownPolicy:
     """The cheapest pool within a target slowdown of the full pool, on a whole-DAG estimate."""
 
@@ -229,7 +159,7 @@ class SlowdownPolicy:
         self._model: LevelModel | None = None
         self._released: dict[str, float] = {}  # instance -> when it is terminated
         self._guessing_since: float | None = None  # first of the decisions in a row under the speculation cap
-        self._billed: dict[str, Span] = {}  # every instance the cloud listed, for the workflow's budget
+        self._bill = WorkflowBill()  # every instance the cloud listed, for the workflow's budget
 
     def reconfigure(self, steering: SteeringConfig) -> None:
         self.config = steering
@@ -249,7 +179,7 @@ class SlowdownPolicy:
         model.learn(state)
         live = {i.instance_id for i in instances}
         if config.budget is not None:  # before the releases of instances gone are forgotten: they end the bill
-            self._track(instances, now)
+            self._bill.track(config, instances, self._released, now)
         self._released = {i: at for i, at in self._released.items() if i in live}
         pool = [
             i
@@ -266,7 +196,7 @@ class SlowdownPolicy:
         levels = model.remaining(state, prediction, dispatch)
         origin = state.first_event_time if state.first_event_time is not None else 0.0
         full = model.full_pool(state, prediction, dispatch, config.max_instances * config.slots_per_instance, now)
-        aim = self._aim(state, instances, now)
+        aim = self._aim(state, now)
         # An operator's deadline is what the estimate is held to, guesses and all: no cap on them then.
         cap = None if aim.deadline is not None else self._speculation_cap(state, prediction, levels)
         keep_at_most = cap if self._guessed_for(now, cap) >= GUESS_KEPT_LAGS * config.interval_s else None
@@ -298,7 +228,8 @@ class SlowdownPolicy:
             decision.postpone = postponed
             decision.rule += f"; {len(postponed)} draining kept to a later unit's end: their tasks would be killed"
         if aim.money_left is not None:
-            bound = self._within_budget(now, decision, pool, aim) or bound
+            bound = cut_to_budget(config, now, decision, pool, aim.money_left) or bound
+            self._released.update(decision.release_at)
         if aim.deadline is not None:
             decision.rule += self._deadline_words(best, aim)
         else:  # the end the target asks for, relative: on a real site the clock is epoch seconds, which nobody reads
@@ -369,11 +300,11 @@ class SlowdownPolicy:
         dispatch: DispatchEstimate,
         full_pool_end: float,
         keep_at_most: int | None,
-        aim: _Aim,
+        aim: Aim,
         late_levels: Levels | None,
         work_on: Mapping[str, float],
         end_levels: Callable[[], Levels] | None,
-    ) -> tuple[_Choice, list[_Choice], float, bool]:
+    ) -> tuple[Choice, list[Choice], float, bool]:
         """The best pool size, every size looked at (at most that many instances for any level), and the deadline.
 
         Every size up to 12 above the smallest is looked at, then sizes about
@@ -381,7 +312,7 @@ class SlowdownPolicy:
         dozen schedules however large ``max_instances`` is. No size above
         ``keep_at_most``, unless the instances that cannot go already make more.
         With an operator's deadline or budget (``aim``) the best is chosen by
-        ``_within``; ``late_levels``: the work at P90 for a P90 deadline. Under a
+        ``choices.within``; ``late_levels``: the work at P90 for a P90 deadline. Under a
         deadline a choice's ``end_q`` is also no earlier than the estimate with
         the frontier run in whole tasks: a promise cannot count on a task split
         across slots. ``end_levels``: the work at P90, when no
@@ -417,11 +348,11 @@ class SlowdownPolicy:
         new_member = PoolMember("new", slots, now + lag, now, now)
         price = config.max_instances / billing.charging_unit_s  # lateness, per second: the full pool's price
         early = self._queued_time_price(levels, pool)
-        seen: dict[int, _Choice] = {}
+        seen: dict[int, Choice] = {}
         promised = aim.deadline is not None
         late_work = functools.cache(end_levels) if end_levels is not None else None
 
-        def look(size: int) -> _Choice:
+        def look(size: int) -> Choice:
             if size not in seen:
                 if size <= len(kept):
                     drop = {b.instance_id for b in going[: len(kept) - size]}
@@ -442,20 +373,11 @@ class SlowdownPolicy:
                 plan = plan_instances(
                     members, schedule, billing, now, lag, interval, config.min_instances, lead, True, ends_at
                 )
-                seen[size] = _Choice(size, schedule.end, plan.cost_units, plan.launch_now, plan.release_now, late)
+                seen[size] = Choice(size, schedule.end, plan.cost_units, plan.launch_now, plan.release_now, late)
             return seen[size]
 
-        def pick() -> tuple[_Choice, bool]:
-            if aim.deadline is None and aim.money_left is None:
-                return _best(seen.values(), deadline, price, config.target_slowdown, early), False
-            if aim.deadline is None:  # a budget alone: the target's choice among what the budget allows
-                allowed = [c for c in seen.values() if c.cost * aim.unit_money <= (aim.money_left or 0.0) + 1e-9]
-                free = _best(seen.values(), deadline, price, config.target_slowdown, early)
-                if not allowed:
-                    return min(seen.values(), key=lambda c: (c.cost, c.end, c.size)), True
-                chosen = _best(allowed, deadline, price, config.target_slowdown, early)
-                return chosen, chosen is not free
-            return _within(seen.values(), deadline, aim)
+        def best() -> tuple[Choice, bool]:
+            return pick(seen.values(), deadline, aim, price, config.target_slowdown, early)
 
         size = low
         while size <= high:
@@ -466,12 +388,12 @@ class SlowdownPolicy:
         deadline = self._deadline(now, full_pool_end, min(c.end for c in seen.values()))
         if aim.deadline is not None:
             deadline = aim.deadline
-        best, _ = pick()
-        for around in range(best.size - 3, best.size + 4):
+        chosen, _ = best()
+        for around in range(chosen.size - 3, chosen.size + 4):
             if low <= around <= high:
                 look(around)
-        best, bound = pick()
-        return best, [seen[k] for k in sorted(seen)], deadline, bound
+        chosen, bound = best()
+        return chosen, [seen[k] for k in sorted(seen)], deadline, bound
 
     def _deadline(self, now: float, full_pool_end: float, fastest_end: float) -> float:
         """When the workflow should end: the full pool's estimated end at target 1, above it a share of what is left.
@@ -584,7 +506,7 @@ class SlowdownPolicy:
 
     # -- the operator's deadline and budget --------------------------------------------
 
-    def _aim(self, state: RunState, instances: Sequence[Instance], now: float) -> _Aim:
+    def _aim(self, state: RunState, now: float) -> Aim:
         """The deadline on this clock (a duration counts from the workflow's first event) and the money left."""
         config = self.config
         given: Deadline | None = config.operator_deadline()
@@ -593,84 +515,12 @@ class SlowdownPolicy:
             start = state.first_event_time if state.first_event_time is not None else now
             deadline, shown = given.resolve(start), given.shown()
         if config.budget is None:
-            return _Aim(deadline, shown or "")
-        spent = self._bill(instances, now)
-        unit = self._new_price() * config.billing.charging_unit_s / SECONDS_PER_HOUR  # what the model's units cost
-        return _Aim(deadline, shown or "", config.budget - spent.total, unit, config.budget)
-
-    def _price(self, instance: Instance) -> float:
-        offers = self.config.offers()
-        offer = offers.get(instance.instance_type) or next(iter(offers.values()))
-        return offer.price_per_hour(instance.market) if offer.offers(instance.market) else offer.on_demand_per_hour
-
-    def _new_price(self) -> float:
-        """A launch priced on-demand, the dearest market: the budget is never counted on a cheaper one."""
-        return next(iter(self.config.offers().values())).price_per_hour(Market.ON_DEMAND)
-
-    def _bill(self, instances: Sequence[Instance], now: float) -> Bill:
-        """What every instance the cloud listed for this workflow has cost, spent and committed, at ``now``."""
-        self._track(instances, now)
-        return bill(list(self._billed.values()), self.config.billing, now)
-
-    def _track(self, instances: Sequence[Instance], now: float) -> None:
-        """Add the instances listed for the first time; end those no longer listed, when they were to be
-        terminated or at the latest now."""
-        listed = {i.instance_id for i in instances}
-        for iid, span in list(self._billed.items()):
-            if span.end is None and iid not in listed:
-                self._billed[iid] = replace(span, end=min(self._released.get(iid, now), now))
-        for i in instances:
-            if i.instance_id not in self._billed and i.state in (CloudState.RUNNING, CloudState.PENDING):
-                self._billed[i.instance_id] = Span(self._price(i), i.launch_time, None)
-
-    def _within_budget(self, now: float, decision: SteeringDecision, pool: Sequence[Instance], aim: _Aim) -> bool:
-        """Cut what the decision would commit by the next one to the money left; True if anything was cut.
-
-        Launches go first; then instances whose paid time runs out before the next decision are let go
-        (those whose unit ends first), since keeping them commits their next charge. The minimal pool
-        (``min_instances``) is kept whatever the budget, as PFA keeps it: a workflow cannot end on no
-        instance. With ``min_instances: 0`` the pool goes, and the workflow waits for a larger budget.
-        """
-        config, billing = self.config, self.config.billing
-        left = aim.money_left or 0.0
-        horizon = now + config.interval_s
-        going = set(decision.release)
-        renewing = [
-            (
-                money(billing, self._price(i), i.launch_time, horizon)
-                - money(billing, self._price(i), i.launch_time, now),
-                i,
-            )
-            for i in pool
-            if i.instance_id not in going
-        ]
-        renewing = [(m, i) for m, i in renewing if m > 1e-12]
-        keep_cost = sum(m for m, _ in renewing)
-        one_launch = money(billing, self._new_price(), now, horizon)
-        affordable = max(math.floor((left - keep_cost) / one_launch + 1e-9), 0) if one_launch > 0 else decision.launch
-        staying = len(pool) - len(going & {i.instance_id for i in pool})
-        affordable = max(affordable, config.min_instances - staying)
-        cut = False
-        if decision.launch > affordable:
-            decision.launch, cut = affordable, True
-        over = keep_cost - left
-        for m, i in sorted(
-            renewing, key=lambda x: (billing.time_to_next_charge(x[1].launch_time, now), x[1].instance_id)
-        ):
-            if over <= 1e-9 or staying + decision.launch <= config.min_instances:
-                break
-            staying -= 1
-            at = release_time(now, billing.time_to_next_charge(i.launch_time, now), config.release_guard_s)
-            decision.release.append(i.instance_id)
-            decision.release_at[i.instance_id] = at
-            self._released[i.instance_id] = at
-            over, cut = over - m, True
-        if cut:
-            decision.target = len(pool) + decision.launch - len(set(decision.release) & {i.instance_id for i in pool})
-        return cut
+            return Aim(deadline, shown or "")
+        spent = self._bill.at(config, now)  # tracked at the start of this decision
+        return Aim(deadline, shown or "", config.budget - spent.total, unit_money(config), config.budget)
 
     @staticmethod
-    def _deadline_words(best: _Choice, aim: _Aim) -> str:
+    def _deadline_words(best: Choice, aim: Aim) -> str:
         """``; deadline 08:00Z met with ~12 min to spare`` or ``; deadline 08:00Z missed by ~25 min at full pool``."""
         assert aim.deadline is not None
         gap = aim.deadline - best.end_at_quantile
@@ -685,7 +535,7 @@ class SlowdownPolicy:
     # -- the decision -----------------------------------------------------------------
 
     def _decide(
-        self, now: float, best: _Choice, pool: Sequence[Instance], floor: int = 0, cap: int | None = None
+        self, now: float, best: Choice, pool: Sequence[Instance], floor: int = 0, cap: int | None = None
     ) -> SteeringDecision:
         m = len(pool)
         billing, guard = self.config.billing, self.config.release_guard_s
