@@ -44,8 +44,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from target_slowdown import DEFAULT_TRACES, held_out  # noqa: E402
 
 from wire_daemon.core.workflow import Workflow  # noqa: E402
+from wire_daemon.emulated.traces import load_trace  # noqa: E402
 from wire_daemon.plan.makespan import top_down_levels  # noqa: E402
-from wire_lab.evaluation.runs import _workflow, find_traces  # noqa: E402
+from wire_lab.evaluation.runs import find_traces  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.traces}: no .json or .json.gz trace there", file=sys.stderr)
         return 2
     print("median |ln(prior / truth)| / share of stages within a factor of 2")
-    per_trace = {name: prior_errors(_workflow(str(path))) for name, path in traces}
+    per_trace = {name: prior_errors(load_trace(path)) for name, path in traces}
     for name, errors in per_trace.items():
         print(f"  {name} ({len(errors['workflow median'])} stages): {summary(errors)}")
     tuning = [e for n, e in per_trace.items() if not held_out(n)]

@@ -19,31 +19,43 @@ start) would take. Every interval the policy
    the interval, while tasks queue, time before the deadline has a price
    too: ``QUEUED_SECOND_WORTH``). Of equally cheap choices it takes the
    faster at target 1; above it, the one that launches fewest instances now
-   (a launch commits money on estimates), then the faster.
+   (a launch commits money on estimates), then the faster
+   (``choices.best_for_target``).
 
-Already-paid units are free: an instance is only ever let go when its paid
-unit is about to end (drained at once, terminated ``release_guard_s`` before
-the unit ends, as every policy here does), and until then the model counts
-its slots. Of those that may go, the dearest type goes first, then the one
-whose release loses the least work, then the one whose unit ends first
-(WIRE's order: an idle instance goes before one whose young task a release
-would kill). Billed per second, a choice that ends before the next decision
-pays its pool only to that end at P90 (the pool goes when the workflow
-does), unless a running task is timed from a prior. An instance whose tasks
-would lose more than ``release_restart_cost_fraction`` x u of work
-(Algorithm 2's rule, lost work counted) is kept, and with units longer than
-the interval one that would lose any work at all; a task predicted only from
-a prior is never counted on to end in time. A released instance whose tasks
-run late, so that its termination would now lose such work, is kept drained
-to the end of a later unit (``SteeringDecision.postpone``). An instance is
-also kept when younger than ``min_instance_age_intervals``, unless every
-decision renews its unit (units no longer than the interval) and it is up
-with no task on it: kept idle it would pay an interval for nothing, and the
-model still keeps it when it is needed before it could come back. Before
-anything is measured, with units longer than the interval, the pool grows to
-a slot per queued or running task, as a reactive policy does. While a running
-task is predicted only from a prior, launches stop at a slot per queued or
-running task; once that has lasted two launch lags, so does what is kept.
+What is kept and what goes:
+
+* Already-paid units are free: an instance is only ever let go when its
+  paid unit is about to end (drained at once, terminated ``release_guard_s``
+  before the unit ends, as every policy here does), and until then the
+  model counts its slots.
+* Of those that may go, the dearest type goes first, then the one whose
+  release loses the least work, then the one whose unit ends first (WIRE's
+  order: an idle instance goes before one whose young task a release would
+  kill; ``_choices``).
+* An instance whose tasks would lose more than
+  ``release_restart_cost_fraction`` x u of work (Algorithm 2's rule, lost
+  work counted) is kept, and with units longer than the interval one that
+  would lose any work at all; a task predicted only from a prior is never
+  counted on to end in time (``_restart_costs``). A released instance whose
+  tasks run late, so that its termination would now lose such work, is kept
+  drained to the end of a later unit (``_postpone_kills``).
+* An instance younger than ``min_instance_age_intervals`` is kept, unless
+  every decision renews its unit (units no longer than the interval) and it
+  is up with no task on it: kept idle it would pay an interval for nothing,
+  and the model still keeps it when it is needed before it could come back
+  (``_members``).
+* Billed per second, a choice that ends before the next decision pays its
+  pool only to that end at P90 (the pool goes when the workflow does),
+  unless a running task is timed from a prior (``_work_at_the_end``).
+
+What is bought on a guess:
+
+* Before anything is measured, with units longer than the interval, the
+  pool grows to a slot per queued or running task, as a reactive policy does
+  (``_reactive_floor``).
+* While a running task is predicted only from a prior, launches stop at a
+  slot per queued or running task; once that has lasted ``GUESS_KEPT_LAGS``
+  launch lags, so does what is kept (``_speculation_cap``).
 
 An operator's deadline (``steering.deadline``) replaces the target: the
 policy then takes the cheapest choice whose estimated end, at
@@ -52,16 +64,16 @@ remaining times), is by the deadline; when none is, the one that ends
 soonest (the fastest it can go), and its decision line says by how much the
 deadline will be missed. The pool as it is (no launch, no release) is kept
 while it meets the deadline and the cheapest choice saves no more than
-``choices.POOL_CHANGE_MARGIN`` of the money still to pay. While a queued or running
-task has nothing measured to predict it by, an estimate cannot speak for a
-deadline on the clock (a later stage may be many times longer than the prior
-says): the pool is then at least the reactive floor, a slot for every task
-still there at the next boot, as it is when late. A budget
-(``steering.budget``, money per workflow; ``budget.py``) keeps out every choice whose money
-still to pay, added to the bill of every instance the cloud listed so far,
-exceeds it, and caps launches and renewals at what is left; the decision line
-says when it binds. With neither set, nothing here changes what the policy
-decides.
+``choices.POOL_CHANGE_MARGIN`` of the money still to pay. While a queued or
+running task has nothing measured to predict it by, an estimate cannot speak
+for a deadline on the clock (a later stage may be many times longer than the
+prior says): the pool is then at least the reactive floor, a slot for every
+task still there at the next boot, as it is when late. A budget
+(``steering.budget``, money per workflow; ``budget.py``) keeps out every
+choice whose money still to pay, added to the bill of every instance the
+cloud listed so far, exceeds it, and caps launches and renewals at what is
+left; the decision line says when it binds. With neither set, nothing here
+changes what the policy decides.
 
 With nothing left to run the pool goes to ``min_instances`` at the units'
 ends, like WIRE. The decision record carries the estimates at the chosen
