@@ -41,7 +41,7 @@ from target_slowdown import (  # noqa: E402
 
 from wire_daemon.runtime.policies import DEFAULT_POLICY  # noqa: E402
 from wire_daemon.runtime.replay import replay  # noqa: E402
-from wire_lab.evaluation.runs import _workflow, find_traces, replay_config  # noqa: E402
+from wire_lab.evaluation.runs import _workflow, replay_config, traces_in  # noqa: E402
 
 UNIT_MIN = 1.0
 SLOWER = 1.05  # more than 5 % slower than PFA
@@ -95,9 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--traces", type=Path, default=DEFAULT_TRACES, help="folder of WfFormat traces (default: tests/data/traces)"
     )
     args = parser.parse_args(argv)
-    traces = find_traces([args.traces])
+    traces = traces_in(args.traces)
     if not traces:
-        print(f"{args.traces}: no .json or .json.gz trace there", file=sys.stderr)
         return 2
     runs = [run(name, path, k, s) for name, path in traces for k in SCALES for s in SEEDS]
     tuning = [r for r in runs if not held_out(r["pfa"]["trace"])]

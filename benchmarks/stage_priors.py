@@ -46,7 +46,7 @@ from target_slowdown import DEFAULT_TRACES, held_out  # noqa: E402
 from wire_daemon.core.workflow import Workflow  # noqa: E402
 from wire_daemon.emulated.traces import load_trace  # noqa: E402
 from wire_daemon.plan.makespan import top_down_levels  # noqa: E402
-from wire_lab.evaluation.runs import find_traces  # noqa: E402
+from wire_lab.evaluation.runs import traces_in  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -136,9 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--traces", type=Path, default=DEFAULT_TRACES, help="folder of WfFormat traces (default: tests/data/traces)"
     )
     args = parser.parse_args(argv)
-    traces = find_traces([args.traces])
+    traces = traces_in(args.traces)
     if not traces:
-        print(f"{args.traces}: no .json or .json.gz trace there", file=sys.stderr)
         return 2
     print("median |ln(prior / truth)| / share of stages within a factor of 2")
     per_trace = {name: prior_errors(load_trace(path)) for name, path in traces}

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import signal
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -162,6 +163,14 @@ def find_traces(paths: Sequence[Path]) -> list[tuple[str, Path]]:
         for p in sorted(root.rglob("*")):
             if p.is_file() and p.name.endswith((".json", ".json.gz")):
                 found.append((p.relative_to(root).as_posix(), p))
+    return found
+
+
+def traces_in(folder: Path) -> list[tuple[str, Path]]:
+    """``find_traces`` of one folder; none there is said in one line on stderr (the caller exits with 2)."""
+    found = find_traces([folder])
+    if not found:
+        print(f"{folder}: no .json or .json.gz trace there", file=sys.stderr)
     return found
 
 
