@@ -101,13 +101,14 @@ def pick(
 ) -> tuple[Choice, bool]:
     """The choice for this decision, and whether the budget bound it.
 
-    With neither a deadline nor a budget, the target's choice. With a budget
-    alone, the target's choice among what the budget allows (none allowed:
-    the cheapest). With a deadline, ``within``.
+    With neither an operator's deadline nor a budget, the target's choice
+    (``deadline``: the target's). With a budget alone, the target's choice
+    among what the budget allows (none allowed: the cheapest). With an
+    operator's deadline (``aim.deadline``), ``within`` it.
     """
     every = list(choices)
     if aim.deadline is not None:
-        return within(every, deadline, aim)
+        return within(every, aim.deadline, aim)
     free = best_for_target(every, deadline, price, target, early)
     if aim.money_left is None:
         return free, False
