@@ -23,7 +23,9 @@ against the stage's own median runtime:
 
 For each it prints the median of |ln(prior / truth)| over the stages judged
 and the share within a factor of 2, per trace and for the tuning and hold-out
-families apart (the policy grid's split). Nothing is written.
+families apart (the policy grid's split); then, over all traces, the share of
+stages each prior times more than 2 times too short and too long (whether a
+prior errs one way, which a rule could lean against). Nothing is written.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def _sqrt_bytes(k: Known) -> float:
     return _workflow_median(k) * math.sqrt(k.stage_input / earlier)
 
 
+LOG2 = math.log(2.0)
 PRIORS: dict[str, Callable[[Known], float]] = {
     "workflow median": _workflow_median,
     "median of stages": _median_of_stages,
@@ -90,7 +93,7 @@ PRIORS: dict[str, Callable[[Known], float]] = {
 
 
 def prior_errors(workflow: Workflow) -> dict[str, list[float]]:
-    """Per prior, |ln(prior / the stage's median runtime)| for every stage reached after another."""
+    """Per prior, ln(prior / the stage's median runtime) for every stage reached after another (< 0: too short)."""
     level = top_down_levels(workflow)
     timed = np.isfinite(workflow.runtime_s) & workflow.on_pool
     runtime, inputs = workflow.runtime_s, workflow.input_bytes.astype(np.float64)
@@ -110,7 +113,7 @@ def prior_errors(workflow: Workflow) -> dict[str, list[float]]:
             float(np.median(inputs[mine])),
         )
         for name, prior in PRIORS.items():
-            errors[name].append(abs(math.log(max(prior(known), 1e-3) / truth)))
+            errors[name].append(math.log(max(prior(known), 1e-3) / truth))
     return errors
 
 
@@ -121,8 +124,18 @@ def summary(errors: dict[str, list[float]]) -> str:
         if not e:
             cells.append(f"{name}: -")
             continue
-        within = float(np.mean(np.array(e) < math.log(2.0)))
-        cells.append(f"{name}: {float(np.median(e)):.2f} / {100 * within:.0f} %")
+        size = np.abs(np.array(e))
+        cells.append(f"{name}: {float(np.median(size)):.2f} / {100 * float(np.mean(size < LOG2)):.0f} %")
+    return "; ".join(cells)
+
+
+def direction(errors: dict[str, list[float]]) -> str:
+    """``prior: a % more than 2 x too short, b % too long`` for each prior."""
+    cells = []
+    for name, e in errors.items():
+        signed = np.array(e)
+        short, long = (float(np.mean(x)) if signed.size else 0.0 for x in (signed < -LOG2, signed > LOG2))
+        cells.append(f"{name}: {100 * short:.0f} % too short, {100 * long:.0f} % too long")
     return "; ".join(cells)
 
 
@@ -147,7 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     hold_out = [e for n, e in per_trace.items() if held_out(n)]
     print(f"tuning: {summary(_merged(tuning))}")
     print(f"hold-out: {summary(_merged(hold_out))}")
-    print(f"all: {summary(_merged(list(per_trace.values())))}")
+    every = _merged(list(per_trace.values()))
+    print(f"all: {summary(every)}")
+    print(f"more than 2 x off, all traces: {direction(every)}")
     return 0
 
 

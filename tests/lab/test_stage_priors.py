@@ -24,15 +24,16 @@ def _chain(b_seconds_per_byte: float) -> list[TaskSpec]:
 def test_a_stage_timed_by_its_bytes_is_found_by_the_bytes_prior_alone(study):
     errors = study.prior_errors(build_workflow("w", "t", _chain(0.1)))  # b: 100 s, ten times a's bytes and time
     assert errors["bytes x rate"] == [pytest.approx(0.0)]
-    assert errors["workflow median"] == [pytest.approx(math.log(10.0))]
-    assert errors["sqrt bytes"] == [pytest.approx(math.log(10.0) / 2)]
+    assert errors["workflow median"] == [pytest.approx(-math.log(10.0))]  # ten times too short
+    assert errors["sqrt bytes"] == [pytest.approx(-math.log(10.0) / 2)]
+    assert "workflow median: 100 % too short, 0 % too long" in study.direction(errors)
 
 
 def test_a_stage_as_long_as_the_ones_before_is_found_by_the_medians(study):
     errors = study.prior_errors(build_workflow("w", "t", _chain(0.01)))  # b: 10 s, like a
     assert errors["workflow median"] == [pytest.approx(0.0)]
     assert errors["median of stages"] == [pytest.approx(0.0)]
-    assert errors["bytes x rate"] == [pytest.approx(math.log(10.0))]
+    assert errors["bytes x rate"] == [pytest.approx(math.log(10.0))]  # ten times too long
     assert "within" not in study.summary(errors) and "0.00 / 100 %" in study.summary(errors)
 
 
