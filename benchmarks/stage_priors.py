@@ -50,6 +50,8 @@ from wire_daemon.emulated.traces import load_trace  # noqa: E402
 from wire_daemon.plan.makespan import top_down_levels  # noqa: E402
 from wire_lab.evaluation.runs import traces_in  # noqa: E402
 
+LOG2 = math.log(2.0)  # "more than 2 times off", in |ln(prior / truth)|
+
 
 @dataclass(frozen=True)
 class Known:
@@ -83,7 +85,6 @@ def _sqrt_bytes(k: Known) -> float:
     return _workflow_median(k) * math.sqrt(k.stage_input / earlier)
 
 
-LOG2 = math.log(2.0)
 PRIORS: dict[str, Callable[[Known], float]] = {
     "workflow median": _workflow_median,
     "median of stages": _median_of_stages,
@@ -133,8 +134,8 @@ def direction(errors: dict[str, list[float]]) -> str:
     """``prior: a % more than 2 x too short, b % too long`` for each prior."""
     cells = []
     for name, e in errors.items():
-        signed = np.array(e)
-        short, long = (float(np.mean(x)) if signed.size else 0.0 for x in (signed < -LOG2, signed > LOG2))
+        signed = np.array(e) if e else np.zeros(1)
+        short, long = float(np.mean(signed < -LOG2)), float(np.mean(signed > LOG2))
         cells.append(f"{name}: {100 * short:.0f} % too short, {100 * long:.0f} % too long")
     return "; ".join(cells)
 
